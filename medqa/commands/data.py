@@ -25,7 +25,7 @@ def _load(args: argparse.Namespace):
 
     from ..data import TASKS, load_items, resolve_task
 
-    if args.file in TASKS and not Path(args.file).exists():
+    if args.file in TASKS and not Path(args.file).is_file():
         return resolve_task(args.file, args.split or "eval", on_bad_row=args.on_bad_row, limit=args.limit)
     return load_items(
         args.file,

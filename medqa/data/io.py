@@ -43,9 +43,6 @@ class Loaded:
     notes: list[str] = field(default_factory=list)  # decisions taken, e.g. the MedMCQA cop base
     cop_base: int | None = None  # MedMCQA only: the cop base actually used
 
-    def __len__(self) -> int:
-        return len(self.items)
-
 
 @dataclass
 class RawRow:

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..records import MedQAError
+from ..records import DataError, MedQAError
 from .io import Loaded, load_items, merge_loaded
 
 log = logging.getLogger(__name__)
@@ -165,17 +165,23 @@ def resolve_task(
         if explicit:
             raise MedQAError(f"task {name!r} ({split}): missing {', '.join(missing)} in the data dir {root}")
         log.info("task %s (%s): %s not found, using the Hub", name, split, ", ".join(missing))
-    return _finish(_from_hub(spec, split, on_bad_row=on_bad_row, limit=limit), limit)
-
-
-def _from_hub(spec: TaskSpec, split: str, *, on_bad_row: str, limit: int | None) -> Loaded:
-    """Load every configured Hub config for the split and concatenate them."""
     hub_split = spec.hub_split(split)
     if hub_split is None:
         raise MedQAError(
-            f"task {spec.name!r} has no separate {split} split (its labeled set is the eval set); "
+            f"task {name!r} has no separate {split} split (its labeled set is the eval set); "
             f"carve one out with medqa.data.train_val_split"
         )
+    try:
+        return _finish(_from_hub(spec, hub_split, on_bad_row=on_bad_row, limit=limit), limit)
+    except DataError:
+        raise  # a bad row already says where it is
+    except MedQAError as e:
+        where = f"the data dir {root} has no local {split} file" if root else "no local data dir was found"
+        raise MedQAError(f"task {name!r} ({split}): {where}, so it is read from the Hub: {e}") from e
+
+
+def _from_hub(spec: TaskSpec, hub_split: str, *, on_bad_row: str, limit: int | None) -> Loaded:
+    """Load every configured Hub config for the split and concatenate them."""
     parts = [
         load_items(spec.hub_id, spec.adapter, hub_split, config=cfg, on_bad_row=on_bad_row, limit=limit)
         for cfg in spec.hub_configs

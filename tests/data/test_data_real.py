@@ -121,12 +121,15 @@ def test_cli_inspect_text(shared_data, capsys):
     assert "Dental" in out and "validation problems: none" in out
 
 
-def test_cli_inspect_json_and_task_name(shared_data, capsys, monkeypatch):
+def test_cli_inspect_json_and_task_name(shared_data, repo_root, capsys, monkeypatch):
     monkeypatch.setenv("MEDQA_DATA_DIR", str(shared_data))
     assert main(["data", "inspect", "pubmedqa", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["n_items"] == 500 and report["context_coverage"]["pct"] == 100.0
     assert report["answers"]["distribution"]["A"] == {"count": 276, "pct": 55.2, "label": "yes"}
+    monkeypatch.chdir(repo_root)  # a task name wins over the package *directory* medqa/
+    assert main(["data", "inspect", "medqa", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_items"] == 110
 
 
 def test_cli_errors_exit_2(tmp_path, capsys):
