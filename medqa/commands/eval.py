@@ -113,9 +113,16 @@ def _load_jobs(args) -> dict:
 
 
 def _train_split(task: str, args):
-    from ..data import resolve_task
+    """The task's train split for calibration, or None (then part of the eval items is held out).
+
+    With a local data dir, a task without local train files is not fetched from the Hub: that would
+    need network access and mix sources.
+    """
+    from ..data import TASKS, find_data_dir, resolve_task
     from ..records import MedQAError
 
+    if not TASKS[task].train_files and find_data_dir() is not None:
+        return None
     try:
         return resolve_task(task, "train", limit=args.calibration_limit).items or None
     except MedQAError:

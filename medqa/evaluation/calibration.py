@@ -107,12 +107,9 @@ def conformal_threshold(probs: Sequence[Sequence[float]], answers: Sequence[int]
         raise MedQAError(f"--conformal coverage must be between 0 and 1, e.g. 0.9 (got {coverage})")
     if len(probs) != len(answers) or not probs:
         raise MedQAError("conformal calibration needs labelled items")
-    scores = np.array([1.0 - p[a] for p, a in zip(probs, answers)])  # (N,)
-    n = scores.size
-    level = math.ceil((n + 1) * coverage) / n
-    if level > 1:
-        return 1.0
-    return float(np.quantile(scores, level, method="higher"))
+    scores = np.sort([1.0 - p[a] for p, a in zip(probs, answers)])  # (N,)
+    k = math.ceil((scores.size + 1) * coverage - 1e-9)  # the k-th smallest score (1-based); -1e-9: float noise
+    return 1.0 if k > scores.size else float(scores[k - 1])
 
 
 def prediction_set(probs: Sequence[float], threshold: float) -> list[int]:

@@ -19,6 +19,10 @@ def _pct(x) -> str:
     return "–" if x is None or x != x else f"{100 * x:.1f}"
 
 
+def _num(x, fmt: str = ".2f") -> str:
+    return "–" if x is None else format(x, fmt)
+
+
 def _pyplot():
     import matplotlib
 
@@ -166,7 +170,7 @@ def write_summary(out_root: Path, results: dict[str, dict], label: str = "model"
         ci = m.get("accuracy_ci95") or [None, None]
         qps = (m.get("timing") or {}).get("questions_per_second")
         lines.append(f"| [{t}]({t}/report.md) | {m['n_items']} | {_pct(m.get('accuracy'))} ({_pct(ci[0])}–{_pct(ci[1])}) "
-                     f"| {m.get('ece', float('nan')):.3f} | {qps or '–'} | `{m.get('run', {}).get('source', '')}` |")
+                     f"| {m.get('ece', float('nan')):.3f} | {_num(qps)} | `{m.get('run', {}).get('source', '')}` |")
     atomic_write_text(Path(out_root) / "summary.md", "\n".join(lines) + "\n")
     atomic_write_json(Path(out_root) / "summary.json", {t: {k: m.get(k) for k in (
         "n_items", "accuracy", "accuracy_ci95", "macro_accuracy", "nll", "brier", "ece", "temperature")}

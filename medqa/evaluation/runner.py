@@ -126,6 +126,10 @@ def evaluate(scorer, items: Sequence[MCQItem], out_dir: str | Path, *, resume: b
     """
     if not items:
         raise MedQAError(f"no items to evaluate{f' for task {task}' if task else ''}")
+    ids = [it.id for it in items]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
+        raise MedQAError(f"item ids must be unique (predictions are keyed by id); repeated: {', '.join(dup)}")
     out = Path(out_dir)
     records, timing = score_items(scorer, items, out, resume=resume, task=task, temperature=temperature,
                                   chunk_size=chunk_size, progress=progress)

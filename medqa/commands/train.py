@@ -1,0 +1,42 @@
+"""LoRA fine-tune a causal LM on MCQ data (prompt masked, answer + explanation + EOS supervised).
+
+Examples::
+
+    medqa train                                      # default preset, embedded Gemma 270M, MedMCQA train split
+    medqa train --config configs/default.yaml --eval-task medmcqa --eval-limit 500
+    medqa train --preset seed --out runs/seed       # the published recipe, for comparison
+    medqa train --out runs/train-x --resume          # continue after a crash / Ctrl-C
+    accelerate launch --config_file configs/accelerate/ddp_gpu.yaml -m medqa train --config configs/default.yaml
+"""
+from __future__ import annotations
+
+import argparse
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from ..training.config import add_arguments
+
+    add_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..training.config import command_line, from_args
+    from ..training.loop import train
+
+    cfg = from_args(args)
+    result = train(cfg, command=command_line())
+    if result.stopped == "interrupted":
+        return 130
+    if result.adapter_dir is not None:
+        s = result.summary
+        print(f"\nstopped: {result.stopped} after {result.steps} steps; best validation accuracy "
+              f"{(result.best_accuracy or 0):.2%} at step {result.best_step}"
+              + (f"; temperature {result.temperature:.3f}" if result.temperature else ""))
+        fe = s.get("final_eval")
+        if fe:
+            b, l, p = fe["base"], fe["lora"], fe["paired"]
+            print(f"{fe['task']} ({fe['n']} questions): base {b['accuracy']:.2%} -> adapter {l['accuracy']:.2%} "
+                  f"(McNemar p = {p['mcnemar']['p_exact']:.3g}); reports in {result.run_dir / 'eval'}")
+        print(f"adapter:    {result.adapter_dir}  (model card: {result.adapter_dir / 'README.md'})")
+        print(f"run folder: {result.run_dir}  (config.yaml, metrics.jsonl, loss_curve.png, summary.json)")
+    return 0

@@ -1,0 +1,5 @@
+"""LoRA fine-tuning: config (config.py), data → tokens (tokenize.py), the one loop (loop.py), checkpoints,
+run metadata, plots, model card and export.  Importing this package is cheap (torch loads lazily)."""
+from .config import TrainConfig, preset_config
+
+__all__ = ["TrainConfig", "preset_config"]

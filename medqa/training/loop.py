@@ -1,0 +1,706 @@
+"""The one LoRA training loop (Accelerate): single device, or DDP/FSDP/DeepSpeed under ``accelerate launch``/torchrun.
+
+What makes it fast on a 262k-vocabulary model: the decoder runs over the batch, then the LM head is
+applied only at the N supervised positions — ``(N, H) @ (H, V)`` instead of ``(B, T, H) @ (H, V)`` — and the
+cross-entropy is taken there (:class:`SupervisedLM`).  Batches are length-grouped (little padding), and the
+loss of an optimizer step is normalised by the step's *global* supervised weight, which every process can
+compute from token lengths alone, so 1 process with batch 8 and 2 processes with batch 4 take the same step.
+
+Safety: a non-finite loss or gradient (bf16 overflow on ROCm, fp16 without loss scaling) stops training
+before the bad update, with a checkpoint of the last good state and advice; checkpoints are atomic and
+hold optimizer/scheduler/RNG/data position, so ``--resume`` replays the exact remaining batches; Ctrl-C
+finishes the current step, saves, and exits.
+
+Test hook: ``MEDQA_FAULT=nan@K`` poisons the loss of step K, ``MEDQA_FAULT=crash@K`` kills the process
+(``os._exit(137)``, like ``kill -9``) right after step K.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..records import MCQItem, MedQAError
+from ..utils.io import JsonlAppender, atomic_dir, atomic_write_json, read_jsonl_complete, write_jsonl
+from . import checkpoint as ck
+from .config import TrainConfig, parse_layers
+from .tokenize import BatchPlan, Encoded, EncodeStats, ExampleEncoder, SupervisedCollator, steps_per_epoch
+
+log = logging.getLogger(__name__)
+
+#: config keys that may differ between a run and its --resume (they do not change the math of a step)
+RESUME_MAY_CHANGE = {("model", "precision"), ("model", "dtype"), ("model", "device"), ("model", "threads"),
+                     ("eval", "batch_size"), ("eval", "task"), ("eval", "limit"), ("eval", "calibrate")}
+
+
+class TrainingDiverged(MedQAError):
+    """The loss or gradient became NaN/inf; the message names the last good checkpoint."""
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    adapter_dir: Path | None
+    stopped: str  # completed | early_stopping | interrupted
+    steps: int
+    best_step: int | None = None
+    best_accuracy: float | None = None
+    temperature: float | None = None
+    summary: dict = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- model pieces
+
+
+def _decoder_and_head(lm):
+    base = lm.get_base_model() if hasattr(lm, "get_base_model") else lm
+    decoder = getattr(base, getattr(base, "base_model_prefix", "model"), None)
+    head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
+    if decoder is None or head is None or decoder is base:
+        return None
+    return decoder, head, getattr(getattr(base, "config", None), "final_logit_softcapping", None)
+
+
+def _module_class():
+    import torch
+
+    class SupervisedLM(torch.nn.Module):
+        """Wraps a (PEFT) causal LM; ``forward`` returns the weighted CE sum at the supervised positions.
+
+        Going through this module's ``forward`` keeps DDP/FSDP hooks in play while we call the decoder
+        and the LM head separately.
+        """
+
+        def __init__(self, lm):
+            super().__init__()
+            self.lm = lm
+
+        def forward(self, input_ids, attention_mask, rows, cols, targets, weights):
+            import torch.nn.functional as F
+
+            split = _decoder_and_head(self.lm)
+            if split is None:  # unknown architecture: full logits, then gather (correct, just slower)
+                logits = self.lm(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[rows, cols]
+            else:
+                decoder, head, softcap = split
+                hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+                logits = head(hidden[rows, cols])  # (N, H) -> (N, V)
+                if softcap:
+                    logits = torch.tanh(logits / softcap) * softcap
+            ce = F.cross_entropy(logits.float(), targets, reduction="none")  # (N,)
+            return (ce * weights).sum(), ce.detach()
+
+    return SupervisedLM
+
+
+def linear_module_names(model) -> tuple[list[str], list[str]]:
+    """Leaf names of the Linear layers inside the decoder blocks, split into (attention, mlp)."""
+    import torch
+
+    attn, mlp = [], []
+    for name, mod in model.named_modules():
+        if not isinstance(mod, torch.nn.Linear) or "lm_head" in name or "embed" in name:
+            continue
+        leaf, path = name.split(".")[-1], name.lower()
+        bucket = attn if ("attn" in path or "attention" in path) else mlp
+        if leaf not in bucket:
+            bucket.append(leaf)
+    return attn, mlp
+
+
+def resolve_target_modules(model, requested: Sequence[str]) -> list[str]:
+    """``all-linear`` / ``attention`` / ``mlp`` / explicit names → the model's own module names."""
+    attn, mlp = linear_module_names(model)
+    available = attn + mlp
+    out: list[str] = []
+    for name in requested:
+        group = {"all-linear": available, "attention": attn, "mlp": mlp}.get(name)
+        if group is None:
+            if name not in available:
+                raise MedQAError(f"--target-modules: {name!r} is not a Linear layer of this model; "
+                                 f"it has {', '.join(available)} (or use all-linear, attention, mlp)")
+            group = [name]
+        out += [g for g in group if g not in out]
+    if not out:
+        raise MedQAError(f"--target-modules {','.join(requested)} matched no Linear layer")
+    return out
+
+
+def n_layers(model) -> int:
+    cfg = getattr(model, "config", None)
+    return int(getattr(cfg, "num_hidden_layers", 0) or getattr(getattr(cfg, "text_config", None), "num_hidden_layers", 0))
+
+
+def add_lora(model, cfg: TrainConfig):
+    """Wrap ``model`` with a fresh LoRA adapter; LoRA weights in fp32 whatever the base dtype."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    targets = resolve_target_modules(model, cfg.lora.target_modules)
+    try:
+        layers = parse_layers(cfg.lora.layers, n_layers(model) or 10**6)
+    except ValueError as e:
+        raise MedQAError(f"--lora-layers {e}") from None
+    lcfg = LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout, target_modules=targets,
+                      layers_to_transform=layers, bias="none", task_type="CAUSAL_LM")
+    peft_model = get_peft_model(model, lcfg)
+    for p in peft_model.parameters():
+        if p.requires_grad:
+            p.data = p.data.float()
+    return peft_model, targets, layers
+
+
+def count_parameters(model) -> tuple[int, int]:
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in model.parameters())
+    return trainable, total
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def _local_eval_items(task: str) -> list[MCQItem] | None:
+    """The task's eval items if they are on local disk (never a Hub download just for de-duplication)."""
+    from ..data import find_data_dir, get_task, load_items
+
+    try:
+        spec = get_task(task)
+        root = find_data_dir()
+    except MedQAError:
+        return None
+    if root is None or not (root / spec.eval_file).is_file():
+        return None
+    return load_items(root / spec.eval_file, spec.adapter, on_bad_row="skip").items
+
+
+def load_training_items(cfg: TrainConfig) -> tuple[list[MCQItem], list[MCQItem], dict]:
+    """(train, val, info) from --data/--task and --val-data/--val-fraction, de-duplicated against eval."""
+    from ..data import dedup_against, get_task, load_items, resolve_task, train_val_split
+
+    d = cfg.data
+    info: dict[str, Any] = {}
+    if d.train_file:
+        if d.task:
+            spec = get_task(d.task)
+            if Path(d.train_file).name == Path(spec.eval_file).name and Path(d.train_file).parent.name == \
+                    Path(spec.eval_file).parent.name:
+                raise MedQAError(f"--data {d.train_file} is the {d.task} *evaluation* split; never train on it "
+                                 "(use the task's train file, or --task without --data)")
+        loaded = load_items(d.train_file, d.dataset or None, on_bad_row="skip")
+    else:
+        loaded = resolve_task(d.task, split="train", on_bad_row="skip")
+    items = [it for it in loaded.items if it.answer is not None]
+    info["train_source"] = loaded.source
+    info["rows_skipped"] = len(loaded.skipped)
+    if d.val_file:
+        val = [it for it in load_items(d.val_file, d.dataset or None, on_bad_row="skip").items if it.answer is not None]
+        train = items
+        info["val_source"] = d.val_file
+    else:
+        train, val = train_val_split(items, d.val_fraction, seed=cfg.optim.seed)
+        info["val_source"] = f"{d.val_fraction:.0%} of the training items (sha256 split, seed {cfg.optim.seed})"
+    if d.dedup_eval and d.task:
+        ev = _local_eval_items(d.task)
+        if ev is not None:
+            train, n_tr = dedup_against(train, ev, within=False)
+            val, n_va = dedup_against(val, ev, within=False)
+            info["dropped_overlapping_eval"] = n_tr + n_va
+    if val:  # validation questions must not be trained on either
+        train, n = dedup_against(train, val, within=False)
+        info["dropped_overlapping_val"] = n
+    if d.limit:
+        train = train[: d.limit]
+    if d.val_limit:
+        val = val[: d.val_limit]
+    if not train:
+        raise MedQAError("no labelled training items left (check --data/--task, --limit and --val-fraction)")
+    info["n_train"], info["n_val"] = len(train), len(val)
+    return train, val, info
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _fault() -> dict[str, int]:
+    spec = os.environ.get("MEDQA_FAULT", "")
+    out = {}
+    for part in filter(None, spec.split(",")):
+        kind, _, at = part.partition("@")
+        if kind in ("nan", "crash") and at.isdigit():
+            out[kind] = int(at)
+    return out
+
+
+def _precision(cfg: TrainConfig, device_kind: str) -> str:
+    """Accelerate's mixed_precision for --precision: no (fp32) | bf16 | fp16."""
+    p = cfg.model.precision
+    if p == "auto":
+        if os.environ.get("ACCELERATE_MIXED_PRECISION"):  # an `accelerate launch` config decided
+            return os.environ["ACCELERATE_MIXED_PRECISION"]
+        if device_kind in ("cuda", "rocm"):
+            import torch
+
+            return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        return "no"  # CPU/MPS: fp32 (bf16 matmuls are emulated on many CPUs)
+    if p == "fp16" and device_kind == "cpu":
+        raise MedQAError("--precision fp16 needs a GPU (no fp16 loss scaling on CPU); use fp32 or bf16")
+    return {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}[p]
+
+
+def _weights_dtype(cfg: TrainConfig, mixed: str) -> str:
+    if cfg.model.dtype != "auto":
+        return cfg.model.dtype
+    return {"bf16": "bf16"}.get(mixed, "fp32")  # fp16 autocast keeps fp32 master weights (Gemma overflows in fp16)
+
+
+def _config_diff(old: dict, new: dict) -> list[str]:
+    diffs = []
+    for sec, kv in new.items():
+        if not isinstance(kv, dict):
+            continue
+        for k, v in kv.items():
+            if sec == "run" or (sec, k) in RESUME_MAY_CHANGE:
+                continue
+            if old.get(sec, {}).get(k) != v:
+                diffs.append(f"{sec}.{k}: {old.get(sec, {}).get(k)!r} -> {v!r}")
+    return diffs
+
+
+class _Interrupt:
+    """First Ctrl-C: finish the step, checkpoint, exit.  Second: abort at once."""
+
+    def __init__(self, enabled: bool):
+        self.flag = False
+        self._old = None
+        self.enabled = enabled
+
+    def __enter__(self):
+        import threading
+
+        if self.enabled and threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.flag:
+            signal.signal(signal.SIGINT, self._old or signal.default_int_handler)
+            raise KeyboardInterrupt
+        self.flag = True
+        print("\nCtrl-C: finishing this step and saving a checkpoint (press again to abort without saving)", flush=True)
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+
+
+def default_run_dir() -> Path:
+    return Path("runs") / f"train-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | None = None,
+          val_items: Sequence[MCQItem] | None = None, bundle=None) -> TrainResult:
+    """Train a LoRA adapter as configured.  ``train_items``/``val_items``/``bundle`` override loading
+    (benchmarks and tests); everything else comes from ``cfg``."""
+    import torch
+    from accelerate import Accelerator
+    from accelerate.utils import broadcast_object_list, gather_object, set_seed
+
+    from ..device import detect_device
+    from ..modeling import load_model
+    from . import run_info
+
+    if cfg.model.threads:
+        torch.set_num_threads(cfg.model.threads)
+    fault = _fault()
+    want_cpu = cfg.model.device.lower() == "cpu" or not (torch.cuda.is_available() or cfg.model.device != "auto")
+    probe_kind = "cpu" if want_cpu else detect_device(cfg.model.device if not os.environ.get("LOCAL_RANK") else "auto").kind
+    mixed = _precision(cfg, probe_kind)
+    acc = Accelerator(mixed_precision=mixed, cpu=want_cpu)
+    world, rank, main = acc.num_processes, acc.process_index, acc.is_main_process
+    dist_type = str(acc.distributed_type).split(".")[-1]
+
+    # ---- run folder (same on every process)
+    run_dir = [str(Path(cfg.run.out) if cfg.run.out else default_run_dir())]
+    broadcast_object_list(run_dir)
+    run_dir = Path(run_dir[0])
+    latest = ck.find_latest(run_dir) if run_dir.exists() else None
+    if cfg.run.resume:
+        if not run_dir.exists():
+            raise MedQAError(f"--resume: {run_dir} does not exist; pass the --out folder of the run to continue")
+        saved = run_dir / "config.yaml"
+        if saved.is_file():
+            diffs = _config_diff(TrainConfig.from_yaml(saved).to_dict(), cfg.to_dict())
+            if diffs:
+                raise MedQAError(f"--resume with a different config ({'; '.join(diffs[:4])}); resume with "
+                                 f"--config {saved} (only precision/dtype/device/eval settings may change) or use a new --out")
+    elif latest is not None or (run_dir / "adapter").exists():
+        raise MedQAError(f"--out {run_dir} already holds a training run; pass --resume to continue it or choose "
+                         "another --out")
+    if main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    acc.wait_for_everyone()
+
+    # ---- model
+    set_seed(cfg.optim.seed)
+    if bundle is None:
+        device = acc.device.type if acc.device.type in ("cpu", "mps") else str(acc.device)
+        bundle = load_model(cfg.model.name, device=device, dtype=_weights_dtype(cfg, mixed))
+    model, tok = bundle.model, bundle.tokenizer
+    if cfg.model.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if hasattr(model, "config"):
+        model.config.use_cache = False
+    set_seed(cfg.optim.seed)
+    peft_model, targets, layers = add_lora(model, cfg)
+    n_train_params, n_total = count_parameters(peft_model)
+
+    # ---- data
+    if train_items is None:
+        train_items, val_loaded, data_info = load_training_items(cfg)
+        val_items = val_loaded if val_items is None else list(val_items)
+    else:
+        train_items, val_items = list(train_items), list(val_items or [])
+        data_info = {"train_source": "given", "n_train": len(train_items), "n_val": len(val_items)}
+    encoder = ExampleEncoder(tok, cfg.data.max_length, cfg.data.with_explanation)
+    examples, stats = encoder.encode_all(train_items)
+    if not examples:
+        raise MedQAError("no labelled training items")
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    collator = SupervisedCollator(pad_id, cfg.data.train_on_prompt, cfg.data.letter_weight, cfg.data.answer_weight,
+                                  cfg.data.explanation_weight)
+    plan = BatchPlan([e.length for e in examples], cfg.optim.batch_size, world, cfg.optim.seed,
+                     cfg.data.group_by_length)
+    bpe = plan.batches_per_epoch()
+    if bpe == 0:
+        raise MedQAError(f"{len(examples)} examples are fewer than one batch per process ({world} processes)")
+    ga = cfg.optim.grad_accum
+    spe = steps_per_epoch(bpe, ga)
+    total_steps = cfg.optim.max_steps or max(1, math.ceil(cfg.optim.epochs * spe))
+    eval_enabled = cfg.eval.every >= 0 and len(val_items) > 0
+    eval_every = cfg.eval.every if cfg.eval.every > 0 else spe
+
+    # ---- optimizer, schedule, wrapping
+    from transformers import get_scheduler
+
+    params = [p for p in peft_model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+    warmup = math.ceil(cfg.optim.warmup_ratio * total_steps)
+    sched_name = {"constant": "constant_with_warmup"}.get(cfg.optim.scheduler, cfg.optim.scheduler)
+    scheduler = get_scheduler(sched_name, optimizer, num_warmup_steps=warmup, num_training_steps=total_steps)
+    wrapper = _module_class()(peft_model)
+    wrapper.train()
+    wrapper, optimizer = acc.prepare(wrapper, optimizer)
+    scaler = getattr(acc, "scaler", None)
+    params = [p for p in acc.unwrap_model(wrapper).parameters() if p.requires_grad]
+
+    # ---- state / resume
+    step, best_acc, best_nll, best_step, bad_evals = 0, None, None, None, 0
+    resumed_from = None
+    if cfg.run.resume and latest is not None:
+        st = ck.load_checkpoint(latest, peft_model=peft_model, optimizer=optimizer, scheduler=scheduler,
+                                scaler=scaler, rank=rank)
+        step, best_acc, best_nll = st["step"], st.get("best_accuracy"), st.get("best_nll")
+        best_step, bad_evals, resumed_from = st.get("best_step"), st.get("bad_evals", 0), st["step"]
+    elif cfg.run.resume:
+        log.warning("--resume: no checkpoint in %s yet, starting from step 0", run_dir)
+    if main:
+        if resumed_from is None or not (run_dir / "config.yaml").exists():
+            cfg.to_yaml(run_dir / "config.yaml", command=command)
+        info = run_info.collect(command, {"kind": probe_kind, "device": str(acc.device), "precision": mixed,
+                                          "distributed": dist_type}, world)
+        info.update({"trainable_parameters": n_train_params, "total_parameters": n_total,
+                     "target_modules": targets, "lora_layers": layers, "data": data_info,
+                     "encode_stats": {k: v for k, v in vars(stats).items() if k != "notes"},
+                     "resumed_from_step": resumed_from})
+        atomic_write_json(run_dir / ("run_info.json" if resumed_from is None else f"run_info.resume-{resumed_from}.json"), info)
+        mpath = run_dir / "metrics.jsonl"
+        if resumed_from is not None:  # forget records the crashed run wrote after its last checkpoint
+            write_jsonl(mpath, [r for r in read_jsonl_complete(mpath) if r.get("step", 0) <= resumed_from])
+        elif mpath.exists():
+            mpath.unlink()
+        print(f"model {bundle.model_id} on {acc.device} ({dist_type}, {world} process{'es' * (world > 1)}), "
+              f"precision {'fp32' if mixed == 'no' else mixed}; LoRA r={cfg.lora.r} alpha={cfg.lora.alpha:g} on "
+              f"{','.join(targets)}{f' layers {layers[0]}-{layers[-1]}' if layers else ''}")
+        print(f"trainable parameters: {n_train_params:,} of {n_total:,} ({100 * n_train_params / n_total:.2f}%)")
+        print(f"data: {data_info.get('n_train')} train / {len(val_items)} val items; {stats.summary()}")
+        print(f"{total_steps} optimizer steps ({spe}/epoch, effective batch {cfg.optim.batch_size * ga * world}); "
+              f"run folder {run_dir}" + (f"; resuming at step {step}" if resumed_from is not None else ""))
+    metrics = JsonlAppender(run_dir / "metrics.jsonl") if main else None
+
+    # ---- helpers bound to this run
+    def save(at_step: int, **extra) -> Path | None:
+        rngs = gather_object([ck.rng_state()]) if world > 1 else [ck.rng_state()]
+        e, b = divmod(at_step, spe)
+        state = ck.trainer_state(at_step, e, b * ga, best_accuracy=best_acc, best_nll=best_nll, best_step=best_step,
+                                 bad_evals=bad_evals, total_steps=total_steps, **extra)
+        path = None
+        if main:
+            path = ck.save_checkpoint(run_dir, at_step, peft_model=peft_model, optimizer=optimizer, scheduler=scheduler,
+                                      scaler=scaler, rng_states=rngs, trainer_state=state, keep=cfg.run.keep_checkpoints)
+        acc.wait_for_everyone()
+        return path
+
+    def evaluate() -> tuple[float, float, list[list[float]]]:
+        from ..scoring.hf import HFScorer
+
+        peft_model.eval()
+        try:
+            with acc.autocast():
+                rows = HFScorer(peft_model, tok, style="medqa", batch_size=cfg.eval.batch_size).score(val_items)
+        finally:
+            peft_model.train()
+        correct = [max(range(len(r)), key=r.__getitem__) == it.answer for r, it in zip(rows, val_items)]
+        nll = -sum(r[it.answer] for r, it in zip(rows, val_items)) / len(rows)
+        return sum(correct) / len(correct), nll, rows
+
+    # ---- train
+    stop = "completed"
+    best_rows: list[list[float]] | None = None
+    t0, t_cpu0 = time.perf_counter(), time.process_time()
+    seen_tokens = seen_examples = seen_supervised = 0
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total_steps, initial=step, disable=not (main and cfg.run.progress), unit="step",
+               dynamic_ncols=True, desc="train")
+    interrupt = _Interrupt(enabled=True)
+    with interrupt:
+        while step < total_steps:
+            epoch, k = divmod(step, spe)
+            global_batches = [[examples[i] for i in b] for b in plan.epoch(epoch)[k * ga:(k + 1) * ga]]
+            total_w = sum(collator.total_weight(b) for b in global_batches)
+            local_loss = torch.zeros((), dtype=torch.float32, device=acc.device)
+            for j, gb in enumerate(global_batches):
+                mine = [gb[i] for i in plan.rank_slice(range(len(gb)), rank)]
+                batch = collator(mine)
+                inputs = {k2: batch[k2].to(acc.device) for k2 in ("input_ids", "attention_mask", "rows", "cols",
+                                                                   "targets", "weights")}
+                sync = j == len(global_batches) - 1
+                with (contextlib.nullcontext() if sync or world == 1 else acc.no_sync(wrapper)):
+                    loss_sum, _ce = wrapper(**inputs)
+                    if fault.get("nan") == step + 1:
+                        loss_sum = loss_sum * float("nan")
+                    acc.backward(loss_sum * (world / max(total_w, 1e-12)))
+                local_loss += loss_sum.detach().float()
+            loss_total = acc.reduce(local_loss.clone(), "sum") if world > 1 else local_loss
+            step_loss = float(loss_total) / max(total_w, 1e-12)
+            grad_norm = acc.clip_grad_norm_(params, cfg.optim.max_grad_norm if cfg.optim.max_grad_norm > 0 else float("inf"))
+            grad_norm = float(grad_norm) if grad_norm is not None else float("nan")
+            bad_loss = not math.isfinite(step_loss)
+            bad_grad = not math.isfinite(grad_norm) and mixed != "fp16"  # fp16: the scaler skips such steps
+            if bad_loss or bad_grad:
+                optimizer.zero_grad(set_to_none=True)
+                finite = all(bool(torch.isfinite(p).all()) for p in params)
+                path = save(step, stopped="nonfinite") if finite else ck.find_latest(run_dir)
+                bar.close()
+                what = f"loss = {step_loss}" if bad_loss else f"gradient norm = {grad_norm}"
+                hint = ("bf16/fp16 overflow is the usual cause (seen with bf16 on ROCm): add --precision fp32"
+                        if mixed != "no" else "lower --lr or set --max-grad-norm 1.0")
+                raise TrainingDiverged(
+                    f"non-finite training {what} at step {step + 1} (epoch {epoch + 1}); stopped before applying it. "
+                    f"Last good checkpoint: {path or 'none yet'} (step {step}). {hint}, then continue with "
+                    f"`medqa train --config {run_dir / 'config.yaml'} --out {run_dir} --resume`")
+            optimizer.step()
+            if not acc.optimizer_step_was_skipped:
+                scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            n_ex = sum(len(b) for b in global_batches)
+            n_tok = sum(e.length for b in global_batches for e in b)
+            seen_examples += n_ex
+            seen_tokens += n_tok
+            seen_supervised += sum(e.n_answer + e.n_expl + e.n_eos for b in global_batches for e in b)
+            elapsed = time.perf_counter() - t0
+            lr = scheduler.get_last_lr()[0]
+            if main:
+                bar.update(1)
+                bar.set_postfix(loss=f"{step_loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{seen_tokens / elapsed:.0f}",
+                                refresh=False)
+                if step % cfg.run.log_every == 0 or step == total_steps:
+                    metrics.write({"type": "train", "step": step, "epoch": round(step / spe, 4), "loss": step_loss,
+                                   "lr": lr, "grad_norm": grad_norm, "examples": n_ex, "tokens": n_tok,
+                                   "tokens_per_s": seen_tokens / elapsed, "examples_per_s": seen_examples / elapsed,
+                                   "elapsed_s": elapsed})
+            if fault.get("crash") == step:
+                os._exit(137)
+            # -- evaluation, best checkpoint, early stopping
+            if eval_enabled and (step % eval_every == 0 or step == total_steps):
+                verdict = [None]
+                if main:
+                    te = time.perf_counter()
+                    acc_v, nll_v, rows = evaluate()
+                    improved = best_acc is None or acc_v > best_acc or (acc_v == best_acc and nll_v < best_nll)
+                    if improved:
+                        best_acc, best_nll, best_step, bad_evals, best_rows = acc_v, nll_v, step, 0, rows
+                        with atomic_dir(run_dir / "best") as tmp:
+                            ck.save_adapter(peft_model, tmp)
+                            atomic_write_json(tmp / "best.json", {"step": step, "val_accuracy": acc_v, "val_nll": nll_v})
+                    else:
+                        bad_evals += 1
+                    metrics.write({"type": "eval", "step": step, "epoch": round(step / spe, 4), "val_accuracy": acc_v,
+                                   "val_nll": nll_v, "n": len(val_items), "is_best": improved,
+                                   "seconds": time.perf_counter() - te})
+                    bar.write(f"step {step}: val accuracy {acc_v:.2%} (nll {nll_v:.3f})"
+                              f"{' *best*' if improved else f', best {best_acc:.2%} at step {best_step}'}")
+                    verdict = [(best_acc, best_nll, best_step, bad_evals)]
+                broadcast_object_list(verdict)
+                best_acc, best_nll, best_step, bad_evals = verdict[0]
+                if cfg.eval.patience and bad_evals >= cfg.eval.patience:
+                    stop = "early_stopping"
+                    if main:
+                        bar.write(f"early stopping: {bad_evals} evaluations without improvement")
+            # -- checkpoint / interrupt
+            flag = torch.tensor(float(interrupt.flag), device=acc.device)
+            if world > 1:
+                flag = acc.reduce(flag, "sum")
+            if float(flag) > 0:
+                stop = "interrupted"
+            if stop != "completed" or step == total_steps or (cfg.run.save_every and step % cfg.run.save_every == 0):
+                save(step)
+            if stop != "completed":
+                break
+    bar.close()
+    train_seconds = time.perf_counter() - t0
+    cpu_seconds = time.process_time() - t_cpu0
+    if metrics:
+        metrics.close()
+
+    speed = {"train_seconds": train_seconds, "cpu_seconds_main_process": cpu_seconds,
+             "examples": seen_examples, "tokens": seen_tokens, "supervised_tokens": seen_supervised,
+             "examples_per_s": seen_examples / max(train_seconds, 1e-9),
+             "tokens_per_s": seen_tokens / max(train_seconds, 1e-9),
+             "peak_rss_mb": run_info.peak_rss_mb()}
+    if torch.cuda.is_available() and acc.device.type == "cuda":
+        speed["peak_gpu_mem_mb"] = torch.cuda.max_memory_allocated(acc.device) / 2**20
+    result = TrainResult(run_dir, None, stop, step, best_step, best_acc)
+    if stop == "interrupted":
+        if main:
+            print(f"interrupted at step {step}: checkpoint saved in {ck.find_latest(run_dir)}; continue with\n"
+                  f"  medqa train --config {run_dir / 'config.yaml'} --out {run_dir} --resume")
+        result.summary = {"stopped": stop, "step": step, **speed}
+        return result
+
+    # ---- finish: final adapter (= best by validation accuracy), calibration, report
+    if main:
+        result = _finish(cfg, run_dir, peft_model, tok, val_items, best_rows, result, speed, stats, data_info,
+                         targets, n_train_params, evaluate if eval_enabled else None, bundle, acc, command)
+    acc.wait_for_everyone()
+    return result
+
+
+def _finish(cfg, run_dir, peft_model, tok, val_items, best_rows, result, speed, stats, data_info, targets,
+            n_trainable, evaluate, bundle, acc, command) -> TrainResult:
+    from safetensors.torch import load_file
+
+    from . import card, plots
+
+    adapter_dir = run_dir / "adapter"
+    if (run_dir / "best" / "adapter_model.safetensors").exists():
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(peft_model, load_file(str(run_dir / "best" / "adapter_model.safetensors")))
+        best_info = json.loads((run_dir / "best" / "best.json").read_text())
+        result.best_step, result.best_accuracy = best_info["step"], best_info["val_accuracy"]
+    with atomic_dir(adapter_dir) as tmp:
+        ck.save_adapter(peft_model, tmp)
+    temperature = None
+    calib: dict = {}
+    if cfg.eval.calibrate and len(val_items) >= 20:
+        from ..evaluation.calibration import fit_temperature, save_temperature, temperature_nll
+
+        if best_rows is None:  # e.g. resumed after the best evaluation: score the chosen adapter again
+            best_rows = evaluate()[2] if evaluate else None
+            if best_rows is None:
+                from ..scoring.hf import HFScorer
+
+                peft_model.eval()
+                with acc.autocast():
+                    best_rows = HFScorer(peft_model, tok, batch_size=cfg.eval.batch_size).score(val_items)
+        answers = [it.answer for it in val_items]
+        temperature = fit_temperature(best_rows, answers)
+        calib = {"fitted_on": f"validation split ({len(val_items)} items: {data_info.get('val_source', '')})",
+                 "nll_before": temperature_nll(best_rows, answers, 1.0),
+                 "nll_after": temperature_nll(best_rows, answers, temperature)}
+        save_temperature(adapter_dir, temperature, calib)
+    result.temperature = temperature
+    final_eval = None
+    if cfg.eval.task:
+        final_eval = evaluate_on_task(peft_model, tok, cfg.eval.task, run_dir / "eval", temperature=temperature,
+                                      limit=cfg.eval.limit or None, batch_size=cfg.eval.batch_size, acc=acc)
+    records = read_jsonl_complete(run_dir / "metrics.jsonl")
+    plot = plots.loss_curve(records, run_dir / "loss_curve.png",
+                            title=f"LoRA r={cfg.lora.r} on {bundle.model_id} ({cfg.preset} preset)")
+    summary = {"stopped": result.stopped, "steps": result.steps, "best_step": result.best_step,
+               "best_val_accuracy": result.best_accuracy, "temperature": temperature, "calibration": calib,
+               "trainable_parameters": n_trainable, "target_modules": targets, "data": data_info,
+               "encode": {k: v for k, v in vars(stats).items() if k != "notes"}, "speed": speed,
+               "final_eval": final_eval, "adapter": str(adapter_dir), "loss_curve": str(plot) if plot else None}
+    atomic_write_json(run_dir / "summary.json", summary)
+    card.write_model_card(adapter_dir, cfg, summary, base_model=bundle.model_id, base_path=bundle.model_path,
+                          command=command)
+    result.adapter_dir, result.summary = adapter_dir, summary
+    if cfg.run.push_to_hub:
+        push_to_hub(adapter_dir, cfg.run.push_to_hub)
+    return result
+
+
+def evaluate_on_task(peft_model, tok, task: str, out: Path, *, temperature: float | None, limit: int | None,
+                     batch_size: int, acc=None) -> dict:
+    """Base model (adapter disabled) vs adapter on ``task``'s eval split, with the evaluation harness:
+    accuracy + bootstrap CI for each, paired McNemar test and paired bootstrap of the difference."""
+    from ..data import resolve_task
+    from ..evaluation.metrics import paired_comparison
+    from ..evaluation.runner import evaluate
+    from ..scoring.hf import HFScorer
+
+    items = resolve_task(task, split="eval", limit=limit).items
+    autocast = acc.autocast() if acc is not None else contextlib.nullcontext()
+    peft_model.eval()
+    res = {}
+    with autocast:
+        with peft_model.disable_adapter():
+            base = HFScorer(peft_model, tok, style="medqa", batch_size=batch_size)
+            base.name = "hf:base"
+            res["base"] = evaluate(base, items, out / "base", task=task)
+        tuned = HFScorer(peft_model, tok, style="medqa", batch_size=batch_size)
+        tuned.name = "hf:base+lora"
+        res["lora"] = evaluate(tuned, items, out / "lora", task=task, temperature=temperature)
+    a = [r["correct"] for r in read_jsonl_complete(out / "base" / "predictions.jsonl")]
+    b = [r["correct"] for r in read_jsonl_complete(out / "lora" / "predictions.jsonl")]
+    ids = [r["id"] for r in read_jsonl_complete(out / "base" / "predictions.jsonl")]
+    comp = paired_comparison(ids, a, b)
+    comp = {k: v for k, v in comp.items() if k not in ("flipped_to_correct", "flipped_to_wrong")}
+    out_d = {"task": task, "n": len(items), "base": _brief(res["base"]), "lora": _brief(res["lora"]), "paired": comp}
+    atomic_write_json(out / "comparison.json", out_d)
+    return out_d
+
+
+def _brief(m: dict) -> dict:
+    keys = ("n", "accuracy", "accuracy_ci95", "macro_accuracy", "nll", "ece", "brier")
+    src = m.get("metrics", m)
+    return {k: src[k] for k in keys if k in src}
+
+
+def push_to_hub(folder: Path, repo: str) -> bool:
+    """Upload the adapter folder; on an unreachable Hub print why and keep the local result."""
+    try:
+        from huggingface_hub import HfApi
+
+        api = HfApi()
+        api.create_repo(repo, exist_ok=True)
+        api.upload_folder(folder_path=str(folder), repo_id=repo, commit_message="medqa LoRA adapter")
+        print(f"pushed {folder} to https://huggingface.co/{repo}")
+        return True
+    except Exception as e:  # noqa: BLE001 — network/auth errors come in many types; training already succeeded
+        print(f"warning: --push-to-hub {repo} failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+              f"the adapter is safe in {folder}; upload later with `huggingface-cli upload {repo} {folder}`")
+        return False
