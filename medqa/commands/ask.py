@@ -21,12 +21,12 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--adapter", metavar="DIR", help="LoRA adapter folder (its calibration.json is used when present)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda[:N], rocm[:N] or mps")
     parser.add_argument("--dtype", default="auto", choices=("auto", "bf16", "fp16", "fp32"))
+    parser.add_argument("--threads", default="auto", metavar="N",
+                        help="torch CPU threads: auto (default; 1 when the CPU is oversubscribed) or a number (0 = torch default)")
     parser.add_argument("--abstain-below", type=float, default=0.5, metavar="P",
                         help="abstain when the top option's probability is below P (default 0.5; 0 never abstains)")
     parser.add_argument("--max-new-tokens", type=int, default=96, metavar="N", help="explanation length limit in tokens (default 96)")
     parser.add_argument("--rag", metavar="INDEX_DIR", help="retrieve evidence from this index (built with `medqa index`)")
-    parser.add_argument("--threads", default="auto", metavar="N",
-                        help="torch CPU threads: auto (default; 1 when the CPU is oversubscribed) or a number (0 = torch default)")
     parser.add_argument("--rag-k", type=int, default=3, metavar="K", help="passages to retrieve with --rag (default 3)")
 
 
@@ -40,10 +40,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the answer as JSON (schema medqa.answer/1, see docs/answer_schema.md)")
 
 
-def load_retriever_arg(path: str | None):
-    """The retriever for ``--rag PATH`` (None without it), with a clear error when RAG is not installed."""
+def load_retriever_arg(path: str | None, k: int | None = None):
+    """The retriever for ``--rag PATH`` (None without it), with a clear error when RAG is not installed.
+
+    ``k`` (``--rag-k``) is only validated here; the engine does the retrieving.
+    """
     from ..records import MedQAError
 
+    if k is not None and k < 0:
+        raise MedQAError(f"--rag-k must be >= 0 (got {k})")
     if not path:
         return None
     try:
@@ -73,7 +78,7 @@ def check_model_args(args: argparse.Namespace) -> None:
 def build_engine(args: argparse.Namespace, batch_size: int = 8):
     from ..engine import Engine
 
-    retriever = load_retriever_arg(getattr(args, "rag", None))
+    retriever = load_retriever_arg(getattr(args, "rag", None), args.rag_k)
     threads = args.threads if args.threads == "auto" else _int_arg(args.threads, "--threads")
     return Engine.load(args.model, adapter=args.adapter, device=args.device, dtype=args.dtype, retriever=retriever,
                        abstain_below=args.abstain_below, batch_size=batch_size, rag_k=args.rag_k, threads=threads)

@@ -34,8 +34,8 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
     r.add_argument("--remote-model", metavar="NAME", help="model name on that server (vLLM LoRA: the NAME of "
                    "--lora-modules NAME=DIR)")
     r.add_argument("--remote-api-key", metavar="KEY", help="API key for the remote server (or env MEDQA_REMOTE_API_KEY)")
-    r.add_argument("--remote-scoring", default="auto", choices=("auto", "top", "echo"),
-                   help="how option probabilities are read from the server (default auto; see docs/serving.md)")
+    r.add_argument("--remote-scoring", default="top", choices=("top", "auto", "echo"),
+                   help="how option probabilities are read: top (default; one request per question), echo (exact, vLLM), auto (top, echo for letters outside the top 20); see docs/serving.md")
 
 
 def configure(p: argparse.ArgumentParser) -> None:

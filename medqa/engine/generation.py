@@ -119,19 +119,24 @@ def hold_back_stops(pieces: Iterable[str], stops: Sequence[str]) -> Iterator[str
     """
     hold = max((len(s) for s in stops), default=1) - 1
     buf = ""
-    for piece in pieces:
-        buf += piece
-        head, stopped = cut_at_stop(buf, stops)
-        if stopped:
-            if head:
-                yield head
-            return
-        if len(buf) > hold:
-            cut = len(buf) - hold
-            yield buf[:cut]
-            buf = buf[cut:]
-    if buf:
-        yield buf
+    try:
+        for piece in pieces:
+            buf += piece
+            head, stopped = cut_at_stop(buf, stops)
+            if stopped:
+                if head:
+                    yield head
+                return
+            if len(buf) > hold:
+                cut = len(buf) - hold
+                yield buf[:cut]
+                buf = buf[cut:]
+        if buf:
+            yield buf
+    finally:  # stop the producer now (cancels local generation, closes a remote stream), not at GC time
+        close = getattr(pieces, "close", None)
+        if close is not None:
+            close()
 
 
 def oversubscribed() -> bool:

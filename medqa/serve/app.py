@@ -28,7 +28,7 @@ from .chat import render_chat
 from .errors import APIError, error_body, install_error_handlers
 from .limits import BodySizeLimitMiddleware, RateLimiter, rate_limited
 from .schemas import (ChatChoice, ChatChunkChoice, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest,
-                      ChatDelta, ChatResponseMessage, CompletionChoice, CompletionRequest, CompletionResponse, Health,
+                      ChatDelta, ChatResponseMessage, CompletionChoice, CompletionLogprobs, CompletionRequest, CompletionResponse, Health,
                       MCQRequest, ModelCard, ModelList, Usage, new_id)
 from .settings import ServeSettings
 
@@ -244,9 +244,19 @@ async def completions(body: CompletionRequest, request: Request):
     max_tokens = _max_tokens(settings, body.max_tokens)
     prompt = body.prompt_text()
     _check_chars(settings, prompt, "prompt")
-    if body.logprobs:
-        raise APIError(422, "logprobs are not supported by /v1/completions on this server; use POST /v1/mcq for "
-                            "option probabilities", code="unsupported_parameter", param="logprobs")
+    if body.logprobs is not None:
+        if body.stream:
+            raise APIError(422, "logprobs cannot be combined with stream=true here; send a non-streaming request",
+                           code="unsupported_parameter", param="logprobs")
+        from .logprobs import complete_with_logprobs
+
+        done, lp = await _in_thread(request, complete_with_logprobs, engine, prompt, max_tokens,
+                                    body.temperature or 0.0, body.top_p or 1.0, body.stop, body.logprobs, body.echo)
+        text = (prompt + done.text) if body.echo else done.text
+        return CompletionResponse(model=model, choices=[CompletionChoice(
+            text=text, finish_reason=done.finish_reason, logprobs=CompletionLogprobs(**lp))],
+            usage=Usage(prompt_tokens=done.prompt_tokens, completion_tokens=done.completion_tokens,
+                        total_tokens=done.prompt_tokens + done.completion_tokens))
     kw = dict(max_tokens=max_tokens, temperature=body.temperature or 0.0, stop=body.stop, top_p=body.top_p or 1.0)
     if body.stream:
         cid, created = new_id("cmpl"), int(time.time())

@@ -7,12 +7,14 @@ Option scoring (:class:`RemoteScorer`) renders the very prompt the local scorer 
 (:func:`medqa.prompts.render_prompt`) and reads log-probabilities of the option letters at the answer
 position, in one of two ways:
 
-* ``top``: one request per question, ``max_tokens=1, logprobs=N`` — the next-token top-N list
-  (vLLM allows up to ``--max-logprobs``, default 20).  Letters missing from the list are given
-  the smallest listed log-probability (an upper bound on theirs), unless ``auto`` fills them in by ``echo``.
+* ``top`` (default): one request per question, ``max_tokens=1, logprobs=N`` — the next-token top-N
+  list (vLLM allows up to ``--max-logprobs``, default 20).  A letter missing from the list gets the
+  smallest listed log-probability (an upper bound on its own), so its probability is slightly overstated.
 * ``echo``: one request per option with ``prompt + letter``, ``echo=true, logprobs=1``, reading the
-  letter's *prompt* log-probability (vLLM; llama.cpp's server needs ``logits_all``).  Exact, K requests.
-* ``auto`` (default): ``top``, then ``echo`` only for letters absent from the top list.
+  letter's *prompt* log-probability.  Exact; K requests per question.  Fast on vLLM; llama-cpp-python's
+  server sorts the whole vocabulary for every prompt token in Python (minutes per request), so use
+  ``top`` there.
+* ``auto``: ``top``, then ``echo`` only for letters absent from the top list.
 
 Requests for different questions of one batch run concurrently (``concurrency``), so a vLLM server
 batches them.  Generation uses ``/v1/completions`` (with ``stream=true`` for streaming).
@@ -47,7 +49,7 @@ class RemoteBackend:
         import httpx
 
         url = base_url.rstrip("/")
-        if not urlsplit(url).scheme:
+        if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
             raise MedQAError(f"--remote-url {base_url}: give a full URL such as http://gpu-box:8000/v1")
         if not url.endswith("/v1"):
             url += "/v1"
@@ -142,7 +144,7 @@ def _letter_of(token: str, wanted: dict[str, int]) -> int | None:
 class RemoteScorer:
     """Scorer protocol over a remote server; see the module docstring for the methods."""
 
-    def __init__(self, backend: RemoteBackend, style: str = "medqa", method: str = "auto", top_n: int = 20,
+    def __init__(self, backend: RemoteBackend, style: str = "medqa", method: str = "top", top_n: int = 20,
                  concurrency: int = 8):
         if method not in SCORING_METHODS:
             raise MedQAError(f"--remote-scoring {method!r}: choose one of {', '.join(SCORING_METHODS)}")
@@ -231,7 +233,7 @@ class _NoLock(contextlib.AbstractContextManager):
 class RemoteEngine(Engine):
     """An :class:`Engine` whose scoring and generation run on a remote OpenAI-compatible server."""
 
-    def __init__(self, backend: RemoteBackend, *, scoring: str = "auto", top_n: int = 20, concurrency: int = 8,
+    def __init__(self, backend: RemoteBackend, *, scoring: str = "top", top_n: int = 20, concurrency: int = 8,
                  style: str = "medqa", **engine_kw: Any):
         scorer = RemoteScorer(backend, style=style, method=scoring, top_n=top_n, concurrency=concurrency)
         super().__init__(None, scorer, style=style, **engine_kw)
@@ -239,7 +241,7 @@ class RemoteEngine(Engine):
         self.lock = _NoLock()  # type: ignore[assignment]
 
     @classmethod
-    def connect(cls, base_url: str, model: str, api_key: str | None = None, *, scoring: str = "auto",
+    def connect(cls, base_url: str, model: str, api_key: str | None = None, *, scoring: str = "top",
                 calibration: str | None = None, temperature: float | str | None = "auto",
                 conformal_qhat: float | str | None = "auto", retriever: Any = None, abstain_below: float = 0.5,
                 rag_k: int = DEFAULT_RAG_K, check: bool = True, timeout: float = 120.0, **kw: Any) -> "RemoteEngine":

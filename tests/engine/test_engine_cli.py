@@ -169,3 +169,12 @@ def test_bad_numbers_fail_before_the_model_loads(tmp_path, capsys, args, message
     # the model path does not exist: reaching the model loader would give a different error
     assert main(["ask", "Which?", "--option", "a", "--option", "b", "--model", str(tmp_path / "none"), *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_ask_reads_the_question_from_stdin(tiny_dir, capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("A long vignette...\nWhich organ?\nA) heart\nB) lung\n"))
+    assert ask(tiny_dir, "-", "--json", "--no-explain") == 0
+    res = AnswerResult.model_validate_json(capsys.readouterr().out)
+    assert res.question == "A long vignette...\nWhich organ?" and res.options == ["heart", "lung"]

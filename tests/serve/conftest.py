@@ -31,6 +31,14 @@ def tiny_engine():
     return Engine(tiny_bundle())
 
 
+@pytest.fixture(scope="session")
+def embedded_engine():
+    """The embedded Gemma 3 270M default model (real_model tests only)."""
+    from medqa.engine import Engine
+
+    return Engine.load("embedded", device="cpu")
+
+
 @contextlib.contextmanager
 def running(engine, **settings) -> Iterator[str]:
     """``create_app(engine, ServeSettings(**settings))`` served by uvicorn on a free loopback port."""

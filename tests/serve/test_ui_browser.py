@@ -35,13 +35,6 @@ def _need_browser():
         pytest.skip(msg)
 
 
-@pytest.fixture(scope="module")
-def embedded_engine():
-    from medqa.engine import Engine
-
-    return Engine.load("embedded", device="cpu")
-
-
 def _drive(url: str, shot: Path) -> dict:
     from playwright.sync_api import expect, sync_playwright
 
