@@ -198,6 +198,7 @@ def merge_blocks(parts: list[dict]) -> dict:
         out["probs"] = [x for p in parts for x in p["probs"]]
     if "lmeval_acc" in parts[0]:
         out["lmeval_acc"] = sum(p["lmeval_acc"] * p["n"] for p in parts) / n
+        out["end_to_end_s"] = sum(p["end_to_end_s"] for p in parts)
     return out
 
 

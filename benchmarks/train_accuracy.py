@@ -23,6 +23,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as `medqa train` does; before torch is imported
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 CALIBRATION_LIMIT = 500  # validation items scored per task for --calibrate-on auto
 CARVE_FRACTION = 0.3  # share of the eval items held out for calibration when a task has no train split
+MIN_CALIBRATION = 20  # fewer validation items cannot pin down a temperature
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (on a busy shared CPU, 1 is often fastest)")
     parser.add_argument("--out", metavar="DIR", help="run folder (default runs/eval-<time>)")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     parser.add_argument("--calibrate-on", metavar="FILE|auto",
@@ -61,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
     from ..modeling import load_model
     from ..scoring.hf import scorer_from_bundle
 
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)  # OpenMP workers spin-wait on each other when cores are busy
     bundle = load_model(args.model, args.adapter, args.device, args.dtype)
     scorer = scorer_from_bundle(bundle, style=args.prompt_style, batch_size=args.batch_size)
     info = {"model": bundle.model_id, "model_path": bundle.model_path, "adapter": bundle.adapter,
@@ -96,7 +102,9 @@ def _load_jobs(args) -> dict:
         unknown = [t for t in tasks if t not in TASKS]
         if unknown:
             raise MedQAError(f"unknown task(s) {', '.join(unknown)}; choose from {', '.join(TASKS)}")
-        names = {t: resolve_task(t, "eval", limit=args.limit) for t in tasks}
+        # with --calibrate-on auto, a task may need its full eval set to carve calibration items from
+        full = args.calibrate_on == "auto"
+        names = {t: resolve_task(t, "eval", limit=None if full else args.limit) for t in tasks}
     cal_file = None
     if args.calibrate_on and args.calibrate_on != "auto":
         cal_file = load_items(args.calibrate_on, args.dataset, limit=args.calibration_limit).items
@@ -107,7 +115,12 @@ def _load_jobs(args) -> dict:
             cal = _train_split(task, args) if not args.data else None
             if cal is None:  # no train split: hold out part of the eval items, never score them twice
                 items, cal = train_val_split(items, val_fraction=CARVE_FRACTION, seed=0)
-                print(f"{task}: no train split; calibrating on {len(cal)} held-out eval items, testing on {len(items)}")
+                cal = cal[: args.calibration_limit]
+                print(f"{task}: no train split; calibrating on {len(cal)} held-out eval items")
+            items = items[: args.limit] if args.limit is not None else items
+        if cal is not None and len([c for c in cal if c.answer is not None]) < MIN_CALIBRATION:
+            raise MedQAError(f"{task}: only {len(cal)} labelled calibration items; at least {MIN_CALIBRATION} are "
+                             "needed (raise --calibration-limit, or pass a bigger --calibrate-on FILE)")
         jobs[task] = (items, cal, loaded.source)
     return jobs
 
@@ -153,6 +166,9 @@ def _calibration(args, scorer, jobs: dict, out: Path) -> tuple[dict, dict]:
             confs[task] = {"coverage": args.conformal, "threshold": fit["threshold"]}
         print(f"{task}: temperature {fit['temperature']:.3f} fitted on {fit['n']} validation items "
               f"(NLL {fit['nll_before']:.4f} -> {fit['nll_after']:.4f})")
+        if fit.get("at_bound"):
+            print(f"  note: the temperature hit its search bound: on this validation set the option scores carry "
+                  f"almost no information (near-uniform is best); check accuracy before trusting them")
     if args.adapter and Path(args.adapter).is_dir():
         first = next(iter(fits.values()))
         path = save_temperature(args.adapter, first["temperature"], {

@@ -57,6 +57,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                    help="share of the question's n-grams found in one document that counts as a near-duplicate")
     p.add_argument("--cosine", type=float, default=0.9, help="embedding cosine that counts as a near-duplicate")
     p.add_argument("--no-embedding", action="store_true", help="skip the embedding detector (no model load)")
+    p.add_argument("--count-own-context", action="store_true",
+                   help="also count matches to an item's own task-defined context (PubMedQA abstract) as leaks")
     p.add_argument("--device", help="embedding device")
     p.add_argument("--json", action="store_true", help="print the full report as JSON")
 
@@ -131,14 +133,15 @@ def run(args: argparse.Namespace) -> int:
                 print("no passages found")
         return 0
     if cmd == "check-leakage":
-        from ..rag import check_leakage, load_retriever
+        from ..rag import check_leakage, load_retriever, own_context_docs
 
         retriever = load_retriever(args.index, device=args.device)
         items = _load_eval(args)
         fields = tuple(f.strip() for f in args.fields.split(",") if f.strip())
         report = check_leakage(retriever, items, fields=fields, ngram=args.ngram,
                                ngram_threshold=args.ngram_threshold,
-                               cosine_threshold=None if args.no_embedding else args.cosine)
+                               cosine_threshold=None if args.no_embedding else args.cosine,
+                               allowed=None if args.count_own_context else own_context_docs(items))
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) if args.json else report.summary(10))
         return 1 if report.has_leakage else 0
     if cmd == "info":

@@ -35,7 +35,8 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
                    "--lora-modules NAME=DIR)")
     r.add_argument("--remote-api-key", metavar="KEY", help="API key for the remote server (or env MEDQA_REMOTE_API_KEY)")
     r.add_argument("--remote-scoring", default="top", choices=("top", "auto", "echo"),
-                   help="how option probabilities are read: top (default; one request per question), echo (exact, vLLM), auto (top, echo for letters outside the top 20); see docs/serving.md")
+                   help="how option probabilities are read: top (default; one request per question), "
+                        "echo (exact, vLLM), auto (top, then echo for letters outside the top 20); docs/serving.md")
 
 
 def configure(p: argparse.ArgumentParser) -> None:

@@ -182,7 +182,8 @@ def calibrate(scorer, items: Sequence[MCQItem], out_dir: str | Path, *, coverage
     rows, answers = [r["logprobs_raw"] for r in records], [r["answer"] for r in records]
     t = cal.fit_temperature(rows, answers)
     info = {"temperature": t, "n": len(rows), "nll_before": cal.temperature_nll(rows, answers, 1.0),
-            "nll_after": cal.temperature_nll(rows, answers, t), "style": getattr(scorer, "style", None)}
+            "nll_after": cal.temperature_nll(rows, answers, t), "style": getattr(scorer, "style", None),
+            "at_bound": not (cal.T_MIN * 1.01 < t < cal.T_MAX * 0.99)}
     if coverage is not None:
         probs = [[math.exp(x) for x in r] for r in cal.apply_temperature(rows, t)]
         info.update(coverage=coverage, threshold=cal.conformal_threshold(probs, answers, coverage))

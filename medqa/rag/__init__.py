@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .base import MODES, Passage, Retriever, evidence_block, query_for_item
-from .leakage import LeakageMatch, LeakageReport, check_leakage
+from .leakage import LeakageMatch, LeakageReport, check_leakage, own_context_docs
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import AddStats, LocalIndex
@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "MODES", "Passage", "Retriever", "evidence_block", "query_for_item", "load_retriever", "build_index",
     "add_to_index", "LeakageMatch", "LeakageReport", "check_leakage",
+    "own_context_docs",
 ]
 
 

@@ -16,12 +16,16 @@ Questions shorter than ``min_words`` words ("Which of the following is true?") a
 and are counted as skipped.  On the local index every chunk is scanned; on other retrievers (e.g. Qdrant)
 each question's top candidates from ``search`` are checked, which is approximate.
 
-The report is data: callers decide to warn (default in ``eval``) or refuse (``--rag-leakage refuse``).
+Where the task defines each question's evidence (PubMedQA: the question is its paper's title, the index holds
+the abstracts), a question resembling *its own* abstract is expected: pass ``allowed`` (e.g.
+:func:`own_context_docs`) and such matches are reported under ``expected`` instead of as leaks.
+
+The report is data: callers decide to warn (``report.summary()``) or refuse (``report.raise_if_leaked()``).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
+from typing import Collection, Mapping, Sequence
 
 from ..records import MCQItem, MedQAError
 
@@ -50,6 +54,7 @@ class LeakageReport:
     thresholds: dict
     method: str
     matches: list[LeakageMatch] = field(default_factory=list)
+    expected: list[LeakageMatch] = field(default_factory=list)  # matches to the item's own allowed evidence
 
     @property
     def leaked_ids(self) -> set[str]:
@@ -70,7 +75,7 @@ class LeakageReport:
     def counts(self) -> dict:
         by_kind = {k: len({m.item_id for m in self.matches if m.kind == k}) for k in KIND_ORDER}
         return {"items": self.n_items, "checked": self.n_checked, "skipped_short": self.n_short,
-                "leaked": len(self.leaked_ids), **by_kind}
+                "leaked": len(self.leaked_ids), **by_kind, "expected_own_evidence": len(self.expected)}
 
     def summary(self, examples: int = 3) -> str:
         c = self.counts()
@@ -81,6 +86,8 @@ class LeakageReport:
             f"{c['leaked']} leaked — {c['exact']} exact, {c['ngram']} by {t['ngram']}-gram containment >= "
             f"{t['ngram_threshold']}, {c['embedding']} by embedding cosine >= {t['cosine_threshold']}"
         )
+        if self.expected:
+            head += f"; {len(self.expected)} more match only their own task-defined evidence (allowed)"
         lines = [head]
         for m in sorted(self.matches, key=lambda m: (KIND_ORDER[m.kind], -m.score))[:examples]:
             lines.append(f"  {m.kind} ({m.score:.2f}) item {m.item_id} ~ chunk {m.chunk_id}: "
@@ -89,7 +96,8 @@ class LeakageReport:
 
     def to_dict(self) -> dict:
         return {"counts": self.counts(), "n_chunks": self.n_chunks, "fields": list(self.fields),
-                "thresholds": self.thresholds, "method": self.method, "matches": [asdict(m) for m in self.matches]}
+                "thresholds": self.thresholds, "method": self.method, "matches": [asdict(m) for m in self.matches],
+                "expected": [asdict(m) for m in self.expected]}
 
     def raise_if_leaked(self, what: str = "the evaluated items") -> None:
         if self.has_leakage:
@@ -131,6 +139,33 @@ def _better(a: LeakageMatch | None, b: LeakageMatch) -> LeakageMatch:
     return b if (KIND_ORDER[b.kind], -b.score) < (KIND_ORDER[a.kind], -a.score) else a
 
 
+def doc_of(chunk_id: str) -> str:
+    """The document id of a chunk id ``<doc id>#<n>``."""
+    return chunk_id.rsplit("#", 1)[0]
+
+
+def own_context_docs(items: Sequence[MCQItem]) -> dict[str, set[str]]:
+    """Per item, the index document built from its own task-defined context (``<source>:<id>``, as
+    :mod:`medqa.rag.corpus` names PubMedQA abstracts): a question resembling its own abstract is expected."""
+    return {it.id: {f"{it.source}:{it.id}"} for it in items if it.context.strip() and it.source}
+
+
+class _Collector:
+    """Keeps the strongest match per item; matches to an item's allowed documents go to ``expected``."""
+
+    def __init__(self, items, allowed):
+        self.items, self.allowed = items, allowed or {}
+        self.best: dict[int, LeakageMatch] = {}
+        self.expected: dict[int, LeakageMatch] = {}
+
+    def is_allowed(self, i: int, chunk_id: str) -> bool:
+        return doc_of(chunk_id) in self.allowed.get(self.items[i].id, ())
+
+    def add(self, i: int, match: LeakageMatch) -> None:
+        target = self.expected if self.is_allowed(i, match.chunk_id) else self.best
+        target[i] = _better(target.get(i), match)
+
+
 def check_leakage(
     retriever,
     items: Sequence[MCQItem],
@@ -143,10 +178,15 @@ def check_leakage(
     min_ngram_hits: int = 4,
     candidates: int = 20,
     batch_size: int = 64,
+    allowed: Mapping[str, Collection[str]] | None = None,
 ) -> LeakageReport:
     """Check ``items`` against the index behind ``retriever`` (a :class:`~medqa.rag.store.LocalIndex` is scanned
     fully; anything else with ``search`` is checked on its top ``candidates``).  ``cosine_threshold=None`` skips
-    the embedding detector (no model load)."""
+    the embedding detector (no model load).
+
+    ``allowed`` maps an item id to document ids that are that item's own task-defined evidence (e.g.
+    :func:`own_context_docs` for PubMedQA, whose question is its paper's title): matches there are reported
+    as ``expected``, not as leaks."""
     from .store import LocalIndex
 
     if ngram < 1 or not 0 < ngram_threshold <= 1:
@@ -171,25 +211,29 @@ def check_leakage(
     full = isinstance(retriever, LocalIndex)
     n_chunks = len(retriever) if full else -1
     method = "full scan of the local index" if full else f"top-{candidates} retrieval candidates per question"
-    best: dict[int, LeakageMatch] = {}
+    found = _Collector(items, allowed)
     if full:
-        _scan_local(retriever, items, queries, ngram, ngram_threshold, min_ngram_hits, best)
+        _scan_local(retriever, items, queries, ngram, ngram_threshold, min_ngram_hits, found)
         if cosine_threshold is not None and queries and len(retriever):
             qv = retriever.embedder.encode([q[2] for q in queries], batch_size=batch_size)
-            for (i, f, raw, _), (idx, cos) in zip(queries, retriever.dense_rank(qv, 1)):
-                if len(idx) and cos[0] >= cosine_threshold:
-                    c = retriever.chunks[int(idx[0])]
-                    best[i] = _better(best.get(i), LeakageMatch(items[i].id, c.id, "embedding", f, float(cos[0]),
-                                                                raw, c.text))
+            for (i, f, raw, _), (idx, cos) in zip(queries, retriever.dense_rank(qv, 4)):
+                for ci, c in zip(idx, cos):  # the best match outside the item's allowed documents (and the allowed one)
+                    if c < cosine_threshold:
+                        break
+                    chunk = retriever.chunks[int(ci)]
+                    found.add(i, LeakageMatch(items[i].id, chunk.id, "embedding", f, float(c), raw, chunk.text))
+                    if not found.is_allowed(i, chunk.id):
+                        break
     else:
         _scan_candidates(retriever, items, queries, ngram, ngram_threshold, min_ngram_hits, cosine_threshold,
-                         candidates, best)
+                         candidates, found)
     short_only = {i for i in short_items if i not in checked}
     return LeakageReport(len(items), len(checked), len(short_only), n_chunks, tuple(fields), thresholds, method,
-                         [best[i] for i in sorted(best)])
+                         [found.best[i] for i in sorted(found.best)],
+                         [found.expected[i] for i in sorted(found.expected)])
 
 
-def _scan_local(index, items, queries, n: int, threshold: float, min_hits: int, best: dict) -> None:
+def _scan_local(index, items, queries, n: int, threshold: float, min_hits: int, found: _Collector) -> None:
     """Exact and n-gram detectors over every chunk, grouped by document."""
     if not queries or not len(index):
         return
@@ -232,10 +276,10 @@ def _scan_local(index, items, queries, n: int, threshold: float, min_hits: int, 
             else:
                 match = LeakageMatch(items[i].id, index.chunks[ci].id, "ngram", f, round(containment, 4), raw,
                                      index.chunks[ci].text)
-            best[i] = _better(best.get(i), match)
+            found.add(i, match)
 
 
-def _scan_candidates(retriever, items, queries, n, threshold, min_hits, cosine_threshold, k, best) -> None:
+def _scan_candidates(retriever, items, queries, n, threshold, min_hits, cosine_threshold, k, found) -> None:
     """Exact/n-gram on each question's top-k passages; cosine when the retriever offers dense scores."""
     dense_ok = cosine_threshold is not None and getattr(retriever, "dense_scores_are_cosine", False)
     for i, f, raw, words in queries:
@@ -244,15 +288,16 @@ def _scan_candidates(retriever, items, queries, n, threshold, min_hits, cosine_t
         for p in retriever.search(raw, k):
             pw = _norm(p.text).split()
             if q in " " + " ".join(pw) + " ":
-                best[i] = _better(best.get(i), LeakageMatch(items[i].id, p.id, "exact", f, 1.0, raw, p.text))
+                found.add(i, LeakageMatch(items[i].id, p.id, "exact", f, 1.0, raw, p.text))
                 continue
             shared = len(g & _grams(pw, n))
             if shared / len(g) >= threshold and shared >= min_hits:
                 containment = shared / len(g)
-                best[i] = _better(best.get(i), LeakageMatch(items[i].id, p.id, "ngram", f, round(containment, 4),
-                                                            raw, p.text))
+                found.add(i, LeakageMatch(items[i].id, p.id, "ngram", f, round(containment, 4), raw, p.text))
         if dense_ok:
-            for p in retriever.search(raw, 1, mode="dense"):
-                if p.score >= cosine_threshold:
-                    best[i] = _better(best.get(i), LeakageMatch(items[i].id, p.id, "embedding", f, p.score, raw,
-                                                                p.text))
+            for p in retriever.search(raw, 4, mode="dense"):
+                if p.score < cosine_threshold:
+                    break
+                found.add(i, LeakageMatch(items[i].id, p.id, "embedding", f, p.score, raw, p.text))
+                if not found.is_allowed(i, p.id):
+                    break

@@ -28,8 +28,8 @@ from .chat import render_chat
 from .errors import APIError, error_body, install_error_handlers
 from .limits import BodySizeLimitMiddleware, RateLimiter, rate_limited
 from .schemas import (ChatChoice, ChatChunkChoice, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest,
-                      ChatDelta, ChatResponseMessage, CompletionChoice, CompletionLogprobs, CompletionRequest, CompletionResponse, Health,
-                      MCQRequest, ModelCard, ModelList, Usage, new_id)
+                      ChatDelta, ChatResponseMessage, CompletionChoice, CompletionLogprobs, CompletionRequest,
+                      CompletionResponse, Health, MCQRequest, ModelCard, ModelList, Usage, new_id)
 from .settings import ServeSettings
 
 log = logging.getLogger("medqa.serve")
@@ -180,8 +180,9 @@ v1 = APIRouter(prefix="/v1", dependencies=[Depends(rate_limited)])
 @public.get("/healthz", response_model=Health, tags=["ops"], summary="Liveness/readiness (no auth)")
 async def healthz(request: Request) -> Health:
     st = request.app.state
+    stats = getattr(st.batcher, "stats", None)
     return Health(model=st.model_names[0], ready=True, queue=st.batcher.queued,
-                  uptime_s=round(time.monotonic() - st.started, 3))
+                  batching=stats.as_dict() if stats else {}, uptime_s=round(time.monotonic() - st.started, 3))
 
 
 @v1.get("/models", response_model=ModelList, tags=["openai"])
@@ -301,7 +302,7 @@ def create_app(engine: Any, settings: ServeSettings | None = None) -> FastAPI:
         st.score_executor = ThreadPoolExecutor(1, thread_name_prefix="medqa-score")
         st.gen_executor = ThreadPoolExecutor(max(4, 4 * settings.generate_concurrency), thread_name_prefix="medqa-gen")
         st.batcher = Batcher(_answer_batch(engine), st.score_executor, settings.batch_window_ms, settings.max_batch,
-                             settings.max_queue)
+                             settings.max_queue, settings.batch_window_frac, settings.max_batch_window_ms)
         st.batcher.start()
         log.info("serving model %s (%s)", st.model_names[0], json.dumps(settings.public_dict()))
         try:

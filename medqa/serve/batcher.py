@@ -1,10 +1,18 @@
 """Micro-batching for ``/v1/mcq``: requests that arrive within a few milliseconds share one scoring call.
 
 The event loop never runs the model.  A single collector task takes whatever is queued (up to
-``max_batch``), waits at most ``window_ms`` for more when the batch is not full, and hands the batch to
+``max_batch``), waits a few ms for more when the batch is not full, and hands the batch to
 a worker thread (``run_in_executor``); while that batch runs, new requests queue up and form the next
-batch, so under load batches fill by themselves.  Jobs carry a ``group`` key (e.g. the explain flag):
-only jobs with equal keys are batched together.  ``window_ms=0, max_batch=1`` is the unbatched baseline.
+batch, so under load batches fill by themselves.
+
+The wait adapts to the model's speed: it is ``max(window_ms, window_frac x duration of the last
+batch)``, capped at ``max_window_ms``.  Closed-loop clients otherwise lock into "cohorts": the
+clients answered by one batch resubmit a few ms after the clients of the previous batch, a fixed
+5 ms window never merges them, and batches stay half full.  Waiting 2% of a 4 s CPU batch (80 ms)
+merges them; on a GPU, where a batch takes ~20 ms, the wait stays at ``window_ms``.
+
+Jobs carry a ``group`` key (e.g. the explain flag): only jobs with equal keys are batched together.
+``window_ms=0, max_batch=1`` is the unbatched baseline.
 
 If a whole batch fails, its jobs are retried one by one so a single bad question cannot fail the
 requests it happened to be batched with.
@@ -50,11 +58,13 @@ class BatchStats:
 
 class Batcher:
     def __init__(self, fn: BatchFn, executor: Executor, window_ms: float = 5.0, max_batch: int = 16,
-                 max_queue: int = 1024):
+                 max_queue: int = 1024, window_frac: float = 0.02, max_window_ms: float = 250.0):
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         self.fn, self.executor = fn, executor
         self.window, self.max_batch, self.max_queue = window_ms / 1000.0, max_batch, max_queue
+        self.window_frac, self.max_window = window_frac, max_window_ms / 1000.0
+        self.last_batch_s = 0.0
         self.stats = BatchStats()
         self._pending: deque[_Job] = deque()
         self._wake: asyncio.Event | None = None
@@ -104,7 +114,8 @@ class Batcher:
                 self._wake.clear()
                 await self._wake.wait()
             if self.window > 0 and self.max_batch > 1:
-                deadline = loop.time() + self.window
+                wait = min(self.max_window, max(self.window, self.window_frac * self.last_batch_s))
+                deadline = loop.time() + wait
                 while len(self._pending) < self.max_batch and (left := deadline - loop.time()) > 0:
                     self._wake.clear()
                     try:
@@ -152,7 +163,8 @@ class Batcher:
         self.stats.batches += 1
         self.stats.items += len(batch)
         self.stats.largest = max(self.stats.largest, len(batch))
-        self.stats.busy_s += time.perf_counter() - t0
+        self.last_batch_s = time.perf_counter() - t0
+        self.stats.busy_s += self.last_batch_s
         for job, (ok, value) in zip(batch, outcomes):
             if job.future.done():
                 continue

@@ -207,4 +207,5 @@ class Health(BaseModel):
     model: str
     ready: bool
     queue: int = Field(description="MCQ questions waiting for the scorer.")
+    batching: dict = Field(default_factory=dict, description="Scoring calls so far: batches, items, mean_batch, largest.")
     uptime_s: float

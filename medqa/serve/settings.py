@@ -45,6 +45,8 @@ class ServeSettings(BaseSettings):
     rate_limit_per_min: float = Field(600, ge=0)  # per API key (or client IP without keys); 0 = off
     rate_limit_burst: int | None = Field(None, ge=1)  # bucket size; default: one minute's worth, at least 1
     batch_window_ms: float = Field(5.0, ge=0)  # /v1/mcq requests arriving within this window share one forward
+    batch_window_frac: float = Field(0.02, ge=0, le=0.5)  # ... or this fraction of the last batch's duration
+    max_batch_window_ms: float = Field(250.0, ge=0)  # cap on that adaptive wait
     max_batch: int = Field(16, ge=1)  # at most this many questions per scoring call
     max_queue: int = Field(1024, ge=1)  # pending MCQ questions before new ones get 503
     generate_concurrency: int = Field(1, ge=1)  # generation calls running at once (the engine serialises anyway)

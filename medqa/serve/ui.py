@@ -44,27 +44,36 @@ CSS = """
 
 
 def _format(result: Any) -> tuple[str, dict[str, float], str, str, str]:
-    letter, text = result.answer_letter, result.answer_text
-    answer_md = f"### {letter}) {html.escape(text)}"
-    probs = {f"{L}) {opt}": float(result.probabilities.get(L, 0.0)) for L, opt in zip(LETTERS, result.options)}
+    """UI outputs for one AnswerResult; an abstention is never presented as the answer (docs/answer_schema.md)."""
+    from ..formatting import headline
+
+    lines = [html.escape(x) for x in headline(result)]
     if result.abstained:
-        why = "the top option is below the confidence threshold" if result.abstain_reason == "low_confidence" \
-            else "more than one option remains plausible"
-        verdict = (f'<span class="medqa-abstain">Abstained</span> — {why}; best guess {letter} '
-                   f"({result.confidence:.0%}).")
+        answer_md = f"### No confident answer\n{lines[0].removeprefix('No confident answer: ')}<br>{lines[1]}"
     else:
-        verdict = f'<span class="medqa-ok">Answered</span> with {result.confidence_label} confidence ({result.confidence:.0%}).'
-    plausible = ", ".join(result.plausible)
-    conf_md = (f"{verdict}<br>Plausible options: {plausible}. "
-               f"{'Calibrated' if result.calibrated else 'Uncalibrated'} (temperature {result.temperature:.2f}).")
-    expl_md = html.escape(result.explanation) if result.explanation else "_No explanation requested._"
+        answer_md = f"### {lines[0]}"
+    probs = {f"{L}) {opt}": float(result.probabilities.get(L, 0.0)) for L, opt in zip(LETTERS, result.options)}
+    cal = f"temperature {result.temperature:.2f}, " + ("calibrated" if result.calibrated else "uncalibrated")
+    if result.abstained:
+        verdict = f'<span class="medqa-abstain">Abstained</span>: best guess {result.answer_letter} ({result.confidence:.0%})'
+    else:
+        verdict = f'<span class="medqa-ok">Answered</span> with {result.confidence_label} confidence ({result.confidence:.0%})'
+    conf_md = (f"{verdict}; {cal}. Plausible: {', '.join(result.plausible)}."
+               f"<br><small>{html.escape(result.disclaimer)}</small>")
+    if result.explanation:
+        head = (f"_Tentative: explains the top option {result.answer_letter}, not a confident answer._\n\n"
+                if result.abstained else "")
+        expl_md = head + html.escape(result.explanation)
+        if result.citations:
+            expl_md += "\n\nCited: " + ", ".join(f"[{html.escape(c)}]" for c in result.citations)
+    else:
+        expl_md = "_No explanation requested._"
     if result.evidence:
-        rows = [f"- **[{html.escape(p.id)}]** {html.escape(p.text[:400])}" + (f" _({html.escape(p.source)})_" if p.source else "")
-                for p in result.evidence]
-        ev_md = "\n".join(rows)
+        ev_md = "\n".join(f"- **[{html.escape(p.id)}]** {html.escape(p.text[:400])}"
+                          + (f" _({html.escape(p.source)})_" if p.source else "") for p in result.evidence)
     else:
         ev_md = "_No retrieved evidence (start the server with --rag INDEX)._"
-    return answer_md, probs, conf_md + f"<br><small>{html.escape(result.disclaimer)}</small>", expl_md, ev_md
+    return answer_md, probs, conf_md, expl_md, ev_md
 
 
 def build_ui(engine: Any, title: str = "medqa — clinical multiple-choice QA"):

@@ -58,15 +58,19 @@ def save_adapter(peft_model, path: Path, state_dict: dict | None = None) -> None
     peft_model.save_pretrained(str(path), state_dict=state_dict, safe_serialization=True)
 
 
-def save_checkpoint(run_dir: Path, step: int, *, peft_model, optimizer, scheduler, scaler, rng_states: list[dict],
+def save_checkpoint(run_dir: Path, step: int, *, peft_model, optimizer_state, scheduler, scaler, rng_states: list[dict],
                     trainer_state: dict, keep: int = 2, adapter_state: dict | None = None) -> Path:
-    """Write ``step-<step>`` atomically, point ``latest.json`` at it and prune old step checkpoints."""
+    """Write ``step-<step>`` atomically, point ``latest.json`` at it and prune old step checkpoints.
+
+    ``optimizer_state`` is a state dict, or ``{"per_rank": [...]}`` when each process holds a shard
+    (FSDP/DeepSpeed); ``adapter_state`` a gathered full LoRA state dict in that case.
+    """
     import torch
 
     final = step_dir(run_dir, step)
     with atomic_dir(final) as tmp:
         save_adapter(peft_model, tmp, adapter_state)
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save(optimizer_state, tmp / "optimizer.pt")
         torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
         if scaler is not None:
             torch.save(scaler.state_dict(), tmp / "scaler.pt")
@@ -120,7 +124,13 @@ def load_checkpoint(ckpt: Path, *, peft_model, optimizer, scheduler, scaler, ran
         if unexpected:
             raise MedQAError(f"checkpoint {ckpt} does not match this LoRA setup (unexpected {unexpected[:3]}); "
                              "resume with the run's own config.yaml")
-        optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", map_location="cpu", weights_only=False))
+        opt = torch.load(ckpt / "optimizer.pt", map_location="cpu", weights_only=False)
+        if isinstance(opt, dict) and "per_rank" in opt:
+            if rank >= len(opt["per_rank"]):
+                raise MedQAError(f"checkpoint {ckpt} was written by {len(opt['per_rank'])} processes; resume a sharded "
+                                 "(FSDP/DeepSpeed) run with the same number of processes")
+            opt = opt["per_rank"][rank]
+        optimizer.load_state_dict(opt)
         scheduler.load_state_dict(torch.load(ckpt / "scheduler.pt", map_location="cpu", weights_only=False))
         if scaler is not None and (ckpt / "scaler.pt").is_file():
             scaler.load_state_dict(torch.load(ckpt / "scaler.pt", map_location="cpu", weights_only=False))

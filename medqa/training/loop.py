@@ -23,6 +23,7 @@ import math
 import os
 import signal
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -254,10 +255,39 @@ def _precision(cfg: TrainConfig, device_kind: str) -> str:
     return {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}[p]
 
 
-def _weights_dtype(cfg: TrainConfig, mixed: str) -> str:
+def _weights_dtype(cfg: TrainConfig, mixed: str, dist_type: str = "NO") -> str:
     if cfg.model.dtype != "auto":
         return cfg.model.dtype
+    if dist_type == "FSDP":  # FSDP flattens frozen + LoRA weights together: one dtype (fp32), autocast computes
+        return "fp32"
     return {"bf16": "bf16"}.get(mixed, "fp32")  # fp16 autocast keeps fp32 master weights (Gemma overflows in fp16)
+
+
+def _to_cpu(obj):
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
+
+
+def _lora_state(acc, wrapper) -> dict:
+    """The full (gathered) LoRA weights with the PEFT model's own key names."""
+    sd = acc.get_state_dict(wrapper)
+    return {k[len("lm."):]: v for k, v in sd.items() if k.startswith("lm.") and "lora_" in k}
+
+
+def _full_params(dist_type: str, wrapper):
+    """FSDP: gather the full weights on every process (evaluation/export run on the main process only)."""
+    if dist_type != "FSDP":
+        return contextlib.nullcontext()
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    return FSDP.summon_full_params(wrapper, writeback=False)
 
 
 def _config_diff(old: dict, new: dict) -> list[str]:
@@ -321,6 +351,7 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
 
     if cfg.model.threads:
         torch.set_num_threads(cfg.model.threads)
+    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
     fault = _fault()
     want_cpu = cfg.model.device.lower() == "cpu" or not (torch.cuda.is_available() or cfg.model.device != "auto")
     probe_kind = "cpu" if want_cpu else detect_device(cfg.model.device if not os.environ.get("LOCAL_RANK") else "auto").kind
@@ -328,6 +359,9 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
     acc = Accelerator(mixed_precision=mixed, cpu=want_cpu)
     world, rank, main = acc.num_processes, acc.process_index, acc.is_main_process
     dist_type = str(acc.distributed_type).split(".")[-1]
+    if dist_type == "DEEPSPEED" and cfg.optim.grad_accum > 1:
+        raise MedQAError("--grad-accum must be 1 under DeepSpeed (its engine steps at every backward); raise "
+                         "--batch-size instead, see configs/accelerate/deepspeed_zero2.yaml")
 
     # ---- run folder (same on every process)
     run_dir = [str(Path(cfg.run.out) if cfg.run.out else default_run_dir())]
@@ -354,7 +388,7 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
     set_seed(cfg.optim.seed)
     if bundle is None:
         device = acc.device.type if acc.device.type in ("cpu", "mps") else str(acc.device)
-        bundle = load_model(cfg.model.name, device=device, dtype=_weights_dtype(cfg, mixed))
+        bundle = load_model(cfg.model.name, device=device, dtype=_weights_dtype(cfg, mixed, dist_type))
     model, tok = bundle.model, bundle.tokenizer
     if cfg.model.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -401,6 +435,7 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
     wrapper.train()
     wrapper, optimizer = acc.prepare(wrapper, optimizer)
     scaler = getattr(acc, "scaler", None)
+    sharded = dist_type in ("FSDP", "DEEPSPEED")
     params = [p for p in acc.unwrap_model(wrapper).parameters() if p.requires_grad]
 
     # ---- state / resume
@@ -442,11 +477,17 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
         rngs = gather_object([ck.rng_state()]) if world > 1 else [ck.rng_state()]
         e, b = divmod(at_step, spe)
         state = ck.trainer_state(at_step, e, b * ga, best_accuracy=best_acc, best_nll=best_nll, best_step=best_step,
-                                 bad_evals=bad_evals, total_steps=total_steps, **extra)
+                                 bad_evals=bad_evals, total_steps=total_steps, world_size=world, **extra)
+        adapter_state, opt_state = None, None
+        if sharded:  # every process holds a shard: gather (collective calls, on all ranks)
+            adapter_state = _lora_state(acc, wrapper)
+            opt_state = {"per_rank": gather_object([_to_cpu(optimizer.state_dict())])}
         path = None
         if main:
-            path = ck.save_checkpoint(run_dir, at_step, peft_model=peft_model, optimizer=optimizer, scheduler=scheduler,
-                                      scaler=scaler, rng_states=rngs, trainer_state=state, keep=cfg.run.keep_checkpoints)
+            path = ck.save_checkpoint(run_dir, at_step, peft_model=peft_model,
+                                      optimizer_state=opt_state or optimizer.state_dict(), scheduler=scheduler,
+                                      scaler=scaler, rng_states=rngs, trainer_state=state, keep=cfg.run.keep_checkpoints,
+                                      adapter_state=adapter_state)
         acc.wait_for_everyone()
         return path
 
@@ -494,9 +535,10 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
             loss_total = acc.reduce(local_loss.clone(), "sum") if world > 1 else local_loss
             step_loss = float(loss_total) / max(total_w, 1e-12)
             grad_norm = acc.clip_grad_norm_(params, cfg.optim.max_grad_norm if cfg.optim.max_grad_norm > 0 else float("inf"))
-            grad_norm = float(grad_norm) if grad_norm is not None else float("nan")
+            grad_norm = float(grad_norm) if grad_norm is not None else None  # DeepSpeed clips inside its engine
             bad_loss = not math.isfinite(step_loss)
-            bad_grad = not math.isfinite(grad_norm) and mixed != "fp16"  # fp16: the scaler skips such steps
+            # fp16: the loss scaler skips steps with inf gradients by design (and lowers the scale)
+            bad_grad = grad_norm is not None and not math.isfinite(grad_norm) and mixed != "fp16"
             if bad_loss or bad_grad:
                 optimizer.zero_grad(set_to_none=True)
                 finite = all(bool(torch.isfinite(p).all()) for p in params)
@@ -534,26 +576,30 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
                 os._exit(137)
             # -- evaluation, best checkpoint, early stopping
             if eval_enabled and (step % eval_every == 0 or step == total_steps):
-                verdict = [None]
+                verdict: list[Any] = [None]
+                with _full_params(dist_type, wrapper):  # FSDP: every process gathers the weights
+                    if main:
+                        te = time.perf_counter()
+                        acc_v, nll_v, rows = evaluate()
+                        improved = best_acc is None or acc_v > best_acc or (acc_v == best_acc and nll_v < best_nll)
+                        verdict = [(improved, acc_v, nll_v, time.perf_counter() - te)]
+                broadcast_object_list(verdict)
+                improved, acc_v, nll_v, secs = verdict[0]
+                if improved:
+                    best_acc, best_nll, best_step, bad_evals = acc_v, nll_v, step, 0
+                    best_rows = rows if main else None
+                else:
+                    bad_evals += 1
+                best_state = _lora_state(acc, wrapper) if (improved and sharded) else None
                 if main:
-                    te = time.perf_counter()
-                    acc_v, nll_v, rows = evaluate()
-                    improved = best_acc is None or acc_v > best_acc or (acc_v == best_acc and nll_v < best_nll)
                     if improved:
-                        best_acc, best_nll, best_step, bad_evals, best_rows = acc_v, nll_v, step, 0, rows
                         with atomic_dir(run_dir / "best") as tmp:
-                            ck.save_adapter(peft_model, tmp)
+                            ck.save_adapter(peft_model, tmp, best_state)
                             atomic_write_json(tmp / "best.json", {"step": step, "val_accuracy": acc_v, "val_nll": nll_v})
-                    else:
-                        bad_evals += 1
                     metrics.write({"type": "eval", "step": step, "epoch": round(step / spe, 4), "val_accuracy": acc_v,
-                                   "val_nll": nll_v, "n": len(val_items), "is_best": improved,
-                                   "seconds": time.perf_counter() - te})
+                                   "val_nll": nll_v, "n": len(val_items), "is_best": improved, "seconds": secs})
                     bar.write(f"step {step}: val accuracy {acc_v:.2%} (nll {nll_v:.3f})"
                               f"{' *best*' if improved else f', best {best_acc:.2%} at step {best_step}'}")
-                    verdict = [(best_acc, best_nll, best_step, bad_evals)]
-                broadcast_object_list(verdict)
-                best_acc, best_nll, best_step, bad_evals = verdict[0]
                 if cfg.eval.patience and bad_evals >= cfg.eval.patience:
                     stop = "early_stopping"
                     if main:
@@ -590,9 +636,10 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
         return result
 
     # ---- finish: final adapter (= best by validation accuracy), calibration, report
-    if main:
-        result = _finish(cfg, run_dir, peft_model, tok, val_items, best_rows, result, speed, stats, data_info,
-                         targets, n_train_params, evaluate if eval_enabled else None, bundle, acc, command)
+    with _full_params(dist_type, wrapper):
+        if main:
+            result = _finish(cfg, run_dir, peft_model, tok, val_items, best_rows, result, speed, stats, data_info,
+                             targets, n_train_params, evaluate if eval_enabled else None, bundle, acc, command)
     acc.wait_for_everyone()
     return result
 

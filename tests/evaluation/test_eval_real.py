@@ -8,7 +8,18 @@ import pytest
 pytestmark = pytest.mark.real_model
 
 
-def test_real_model_scores_medmcqa(shared_data, tmp_path):
+@pytest.fixture
+def one_thread():
+    """One torch thread: on a shared 2-core machine, OpenMP barriers make 2 threads several times slower."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_real_model_scores_medmcqa(shared_data, tmp_path, one_thread):
     import torch
 
     from medqa.data import load_items

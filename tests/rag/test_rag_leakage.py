@@ -46,7 +46,8 @@ def test_guard_fires_on_exact_and_near_duplicates(leaky_index):
     assert by_item["verbatim"].chunk_id.startswith("copied#") and by_item["verbatim"].kind == "exact"
     assert by_item["edited"].kind == "ngram" and 0.5 <= by_item["edited"].score < 1
     c = report.counts()
-    assert c == {"items": 4, "checked": 3, "skipped_short": 1, "leaked": 2, "exact": 1, "ngram": 1, "embedding": 0}
+    assert c == {"items": 4, "checked": 3, "skipped_short": 1, "leaked": 2, "exact": 1, "ngram": 1, "embedding": 0,
+                 "expected_own_evidence": 0}
     assert "2 leaked" in report.summary() and report.to_dict()["counts"]["leaked"] == 2
     with pytest.raises(MedQAError, match="contains 2 of"):
         report.raise_if_leaked()
@@ -96,3 +97,32 @@ def test_guard_works_on_any_retriever_by_its_candidates(leaky_index):
 
     report = check_leakage(Wrapped(), items())
     assert report.leaked_ids == {"verbatim", "edited"} and "candidates" in report.method
+
+
+def test_matches_to_an_items_own_task_context_are_expected_not_leaks(tmp_path):
+    """PubMedQA: the question is its paper's title, the index holds the abstracts (the task's evidence)."""
+    from medqa.rag import own_context_docs
+
+    abstract = "Does aspirin reduce mortality after myocardial infarction in elderly patients? We randomised 400 ..."
+    rows = [
+        {"pmid": "1", "QUESTION": "Does aspirin reduce mortality after myocardial infarction in elderly patients?",
+         "CONTEXTS": [abstract], "final_decision": "yes", "LONG_ANSWER": "Yes."},
+        {"pmid": "2", "QUESTION": "Is warfarin reversed faster by prothrombin complex than by plasma in bleeding?",
+         "CONTEXTS": ["Background. Is warfarin reversed faster by prothrombin complex than by plasma in bleeding? "
+                      "Methods ..."], "final_decision": "yes", "LONG_ANSWER": "Yes."},
+    ]
+    src = write_jsonl(tmp_path / "pqa.jsonl", rows)
+    out = tmp_path / "pqa"
+    build_index([src], out, embed_model="hashing:256")
+    from medqa.data import load_items
+
+    evaluated = load_items(src).items
+    other = MCQItem(id="3", question=rows[0]["QUESTION"], options=["yes", "no", "maybe"], answer=0,
+                    context="A different abstract.", source="pubmedqa")  # its question sits in *another* abstract
+    report = check_leakage(load_retriever(out), evaluated + [other], cosine_threshold=None,
+                           allowed=own_context_docs(evaluated + [other]))
+    assert report.leaked_ids == {"3"} and report.matches[0].chunk_id == "pubmedqa:1#0"
+    assert {m.item_id for m in report.expected} == {"1", "2"} and report.counts()["expected_own_evidence"] == 2
+    assert "match only their own task-defined evidence" in report.summary()
+    strict = check_leakage(load_retriever(out), evaluated, cosine_threshold=None)
+    assert strict.leaked_ids == {"1", "2"}

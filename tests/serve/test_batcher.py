@@ -130,3 +130,26 @@ def test_submit_before_start_is_a_clear_error():
 
     with pytest.raises(RuntimeError, match="start"):
         _run(main())
+
+
+def test_window_adapts_to_slow_batches():
+    """After a slow batch, the collector waits a fraction of its duration, so staggered arrivals merge."""
+    calls = []
+
+    def fn(group, payloads):
+        calls.append(list(payloads))
+        time.sleep(0.3)
+        return payloads
+
+    async def main():
+        b = Batcher(fn, ThreadPoolExecutor(1), window_ms=5, max_batch=8, window_frac=0.5)
+        b.start()
+        await b.submit(0)  # first batch: 5 ms window, takes 0.3 s -> next wait is 150 ms
+        second = asyncio.ensure_future(b.submit(1))
+        await asyncio.sleep(0.05)  # arrives 50 ms later: beyond 5 ms, within 150 ms
+        third = asyncio.ensure_future(b.submit(2))
+        await asyncio.gather(second, third)
+        await b.stop()
+
+    _run(main())
+    assert calls == [[0], [1, 2]]

@@ -114,8 +114,9 @@ def test_concurrent_mcq_are_batched(tiny_engine):
             t.join()
         assert not errors and sorted(r[0] for r in results) == list(range(12))
         assert all(code == 200 and rid == f"q{i}" for i, code, rid in results)  # each gets its own answer
-        stats = httpx.get(url + "/healthz").json()
-        assert stats["queue"] == 0
+        health = httpx.get(url + "/healthz").json()
+        assert health["queue"] == 0 and health["batching"]["items"] == 12
+        assert health["batching"]["batches"] < 12 and health["batching"]["largest"] > 1
 
 
 def test_healthz_stays_responsive_during_generation(tiny_engine):
@@ -141,3 +142,34 @@ def test_healthz_stays_responsive_during_generation(tiny_engine):
         t.join()
         assert checks >= 3, "the generation was too short to overlap with health checks"
         assert worst < 0.5, f"/healthz took {worst:.2f} s while the model was generating"
+
+
+class _KB:
+    """A retriever over two fixed passages (the engine only needs search(query, k))."""
+
+    def __init__(self):
+        from medqa.rag import Passage
+
+        self.passages = [Passage("kb-1#0", "Scurvy is caused by vitamin C deficiency.", 0.9, "kb.md"),
+                         Passage("kb-2#0", "Insulin lowers blood glucose.", 0.4, "kb.md")]
+        self.queries = []
+
+    def search(self, query, k=5):
+        self.queries.append(query)
+        return self.passages[:k]
+
+
+def test_mcq_returns_retrieved_evidence_and_rag_false_skips_it():
+    from conftest import tiny_bundle
+
+    from medqa.engine import Engine
+
+    kb = _KB()
+    engine = Engine(tiny_bundle(), retriever=kb, rag_k=2)
+    with running(engine, rate_limit_per_min=0) as url:
+        body = httpx.post(url + "/v1/mcq", json={**MCQ, "explain": False}, timeout=60).json()
+        assert [p["id"] for p in body["evidence"]] == ["kb-1#0", "kb-2#0"]
+        assert body["evidence"][0]["source"] == "kb.md" and kb.queries[-1].startswith(MCQ["question"])
+        n = len(kb.queries)
+        body = httpx.post(url + "/v1/mcq", json={**MCQ, "explain": False, "rag": False}, timeout=60).json()
+        assert body["evidence"] == [] and len(kb.queries) == n

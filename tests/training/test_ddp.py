@@ -35,7 +35,11 @@ def test_ddp_two_cpu_processes_match_one(tmp_path, tiny_model_dir):
               "--lora-dropout", "0", "--lr", "5e-3", "--eval-every", "2", "--no-calibrate", "--no-progress",
               "--max-length", "96", "--no-dedup-eval", "--save-every", "4"]
     one, two = tmp_path / "one", tmp_path / "two"
-    _run([sys.executable, "-m", "medqa", "train", *common, "--batch-size", "4", "--out", str(one)], tmp_path)
+    from medqa.cli import build_parser
+    from medqa.training.config import from_args
+    from medqa.training.loop import train
+
+    train(from_args(build_parser().parse_args(["train", *common, "--batch-size", "4", "--out", str(one)])))
     p = _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
               "--master_port", str(_free_port()), "-m", "medqa", "train", *common, "--batch-size", "2",
               "--out", str(two)], tmp_path)

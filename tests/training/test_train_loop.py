@@ -69,17 +69,27 @@ def _adapter(run: Path, step: int):
     return load_file(str(run / "checkpoints" / f"step-{step:06d}" / "adapter_model.safetensors"))
 
 
+def _train_in_process(args):
+    """The `medqa train` code path without a subprocess (argument parsing → config → loop)."""
+    from medqa.cli import build_parser
+    from medqa.training.config import from_args
+
+    return train(from_args(build_parser().parse_args(["train", *args])))
+
+
 def test_resume_after_kill_continues_at_the_right_step(tmp_path, tiny_model_dir):
+    from medqa.records import MedQAError
+
     data = write_jsonl(tmp_path / "train.jsonl", tiny_items(12))
     ref, run = tmp_path / "ref", tmp_path / "crashy"
-    _cli(_common(tiny_model_dir, data) + ["--out", str(ref)])
+    _train_in_process(_common(tiny_model_dir, data) + ["--out", str(ref)])
     crashed = _cli(_common(tiny_model_dir, data) + ["--out", str(run)], {"MEDQA_FAULT": "crash@5"}, check=False)
     assert crashed.returncode == 137  # died like kill -9, right after step 5 (last checkpoint: step 4)
     assert json.loads((run / "checkpoints" / "latest.json").read_text())["step"] == 4
     assert not (run / "adapter").exists()
-    again = _cli(_common(tiny_model_dir, data) + ["--out", str(run)], check=False)
-    assert again.returncode == 2 and "--resume" in again.stderr  # refuses to overwrite a run
-    _cli(_common(tiny_model_dir, data) + ["--out", str(run), "--resume"])
+    with pytest.raises(MedQAError, match="--resume"):  # refuses to overwrite an existing run
+        _train_in_process(_common(tiny_model_dir, data) + ["--out", str(run)])
+    _train_in_process(_common(tiny_model_dir, data) + ["--out", str(run), "--resume"])
     assert json.loads((run / "run_info.resume-4.json").read_text())["resumed_from_step"] == 4
     steps = [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if r["type"] == "train"]
     assert steps == list(range(1, 9))  # steps 5.. replayed once, the crashed step 5 record dropped
