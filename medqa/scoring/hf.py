@@ -80,14 +80,17 @@ class HFScorer:
         evidence = evidence if evidence is not None else [None] * len(items)
         if len(evidence) != len(items):
             raise MedQAError(f"got {len(evidence)} evidence strings for {len(items)} items; pass one per item")
-        out = []
+        out, cut = [], 0
         for item, ev in zip(items, evidence):
             ids = encode(self.tokenizer, render_prompt(item, self.style, evidence=ev))
             if len(ids) > self.max_length:
-                self.truncated += 1
+                cut += 1
                 keep_bos = ids[:1] if ids[0] == self.tokenizer.bos_token_id else []
                 ids = keep_bos + ids[len(ids) - (self.max_length - len(keep_bos)):]
             out.append(ids)
+        if cut:
+            self.truncated += cut
+            log.warning("%d prompt(s) longer than %d tokens were cut from the left", cut, self.max_length)
         return out
 
     def score(self, items: Sequence[MCQItem], evidence: Sequence[str | None] | None = None) -> list[list[float]]:
