@@ -70,8 +70,22 @@ def build_or_load(name: str, sources: list[Path], out: Path, a) -> tuple[object,
     return index, stats
 
 
-def latency(index, queries: list[str], k: int, n: int) -> dict:
-    """Per-query wall time (ms) for each mode, one query per call; the first query of each mode is a warm-up."""
+def latency(index, queries: list[str], k: int, n: int, threads: int) -> dict:
+    """Per-query wall time (ms) for each mode, one query per call; the first query of each mode is a warm-up.
+
+    Runs with ``threads`` torch intra-op threads (a one-query MiniLM forward gains nothing from more, and on a
+    busy machine extra threads mostly wait), restored afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return _latency(index, queries, k, n) | {"torch_threads": threads}
+    finally:
+        torch.set_num_threads(before)
+
+
+def _latency(index, queries: list[str], k: int, n: int) -> dict:
     out = {}
     for mode in ("bm25", "dense", "hybrid"):
         index.search(queries[0], k, mode=mode)
@@ -120,16 +134,33 @@ def correctness(items, rows: dict) -> list[bool]:
 
 
 def summarize(items, conds: dict[str, dict], pairs: list[tuple[str, str]]) -> dict:
-    from medqa.evaluation.metrics import accuracy, bootstrap_ci, paired_comparison
+    """Accuracy (+CI) and prediction spread per condition; per pair McNemar + paired bootstrap on correctness,
+    and a more sensitive paired test on the gold answer's log-probability (does evidence move probability
+    towards the right answer even when the arg-max does not change?)."""
+    import numpy as np
+    from scipy import stats
+
+    from medqa.evaluation.metrics import accuracy, bootstrap_ci, paired_bootstrap, paired_comparison
 
     ids = [it.id for it in items]
     corr = {c: correctness(items, rows) for c, rows in conds.items()}
-    acc = {c: {"accuracy": accuracy(v), "ci95": list(bootstrap_ci(v)), "n": len(v)} for c, v in corr.items()}
+    gold_lp = {c: np.array([rows[it.id][it.answer] for it in items]) for c, rows in conds.items()}
+    acc = {}
+    for c, v in corr.items():
+        preds = [max(range(len(conds[c][it.id])), key=conds[c][it.id].__getitem__) for it in items]
+        top = max(set(preds), key=preds.count)
+        acc[c] = {"accuracy": accuracy(v), "ci95": list(bootstrap_ci(v)), "n": len(v),
+                  "most_predicted": "ABCDE"[top], "most_predicted_share": preds.count(top) / len(preds),
+                  "mean_p_gold": float(np.mean(np.exp(gold_lp[c])))}
     paired = {}
     for a_, b_ in pairs:
         p = paired_comparison(ids, corr[a_], corr[b_])
         p.pop("flipped_to_correct"), p.pop("flipped_to_wrong")
         p["fixed"], p["broken"] = p["mcnemar"]["only_b"], p["mcnemar"]["only_a"]
+        d = gold_lp[b_] - gold_lp[a_]
+        boot = paired_bootstrap(np.zeros_like(d), d)  # bootstrap of mean(d)
+        p["gold_logprob"] = {"mean_diff": float(d.mean()), "ci95": boot["ci95"],
+                             "wilcoxon_p": float(stats.wilcoxon(d).pvalue) if np.any(d != 0) else 1.0}
         paired[f"{b_} vs {a_}"] = p
     return {"accuracy": acc, "paired": paired}
 
@@ -167,7 +198,7 @@ def run_medmcqa(a, data: Path, out: Path, score) -> dict:
     evidence, hit_ids = evidence_for(index, items, a.k, a.mode)
     from medqa.rag import query_for_item
 
-    lat = latency(index, [query_for_item(it) for it in items], a.k, a.latency_n)
+    lat = latency(index, [query_for_item(it) for it in items], a.k, a.latency_n, a.latency_threads)
     conds = {"medmcqa_none": score("medmcqa_none", items),
              f"medmcqa_rag_{a.mode}": score(f"medmcqa_rag_{a.mode}_k{a.k}", items, evidence)}
     res = summarize(items, conds, [("medmcqa_none", f"medmcqa_rag_{a.mode}")])
@@ -176,6 +207,20 @@ def run_medmcqa(a, data: Path, out: Path, score) -> dict:
                n_eval=len(items), evidence_words_mean=statistics.fmean(ev_tokens),
                example_retrieval={"question": items[0].question, "passages": hit_ids[0]})
     return res
+
+
+def own_abstract_recall(index, items, k: int) -> dict:
+    """Retrieval quality with a known answer: how often each mode ranks the question's own abstract first / in
+    the top k, over all trainval questions (the only relevance labels available here)."""
+    from medqa.rag import query_for_item
+
+    out = {}
+    for mode in ("bm25", "dense", "hybrid"):
+        hits = index.search_many([query_for_item(it) for it in items], k, mode=mode)
+        own = [[p.id.rsplit("#", 1)[0] == f"pubmedqa:{it.id}" for p in h] for it, h in zip(items, hits)]
+        out[mode] = {"n": len(items), "recall@1": sum(bool(o) and o[0] for o in own) / len(items),
+                     f"recall@{k}": sum(any(o) for o in own) / len(items)}
+    return out
 
 
 def run_pubmedqa(a, data: Path, out: Path, score) -> dict:
@@ -194,14 +239,15 @@ def run_pubmedqa(a, data: Path, out: Path, score) -> dict:
     evidence, hit_ids = evidence_for(index, bare, a.k, a.mode)
     own_hit = [any(h.split("#")[0] == f"pubmedqa:{it.id}" for h in hs) for it, hs in zip(items, hit_ids)]
     own_top1 = [bool(hs) and hs[0].split("#")[0] == f"pubmedqa:{it.id}" for it, hs in zip(items, hit_ids)]
-    lat = latency(index, [query_for_item(it) for it in items], a.k, a.latency_n)
+    lat = latency(index, [query_for_item(it) for it in items], a.k, a.latency_n, a.latency_threads)
+    recall = own_abstract_recall(index, load_items(src, "pubmedqa").items, a.k)
     rag = f"pubmedqa_rag_{a.mode}"
     conds = {"pubmedqa_none": score("pubmedqa_none", bare),
              "pubmedqa_own_context": score("pubmedqa_own_context", items),
              rag: score(f"{rag}_k{a.k}", bare, evidence)}
     res = summarize(items, conds, [("pubmedqa_none", "pubmedqa_own_context"), ("pubmedqa_none", rag),
                                    ("pubmedqa_own_context", rag)])
-    res.update(index=build, leakage_eval_subset=leak, latency=lat, n_eval=len(items),
+    res.update(index=build, leakage_eval_subset=leak, latency=lat, n_eval=len(items), recall_by_mode=recall,
                own_abstract_in_top_k=sum(own_hit) / len(items), own_abstract_top1=sum(own_top1) / len(items),
                evidence_words_mean=statistics.fmean(len(e.split()) for e in evidence))
     return res
@@ -211,22 +257,28 @@ def markdown(results: dict) -> str:
     cfg = results["config"]
     lines = [f"k = {cfg['k']} passages ({cfg['mode']}), chunks of {cfg['chunk_words']} words / {cfg['overlap']} overlap, "
              f"embedder {cfg['embed_model']}, scorer {cfg['model']} ({cfg['style']} template).", ""]
-    lines += ["| set | condition | n | accuracy | 95% CI |", "|---|---|---|---|---|"]
+    lines += ["| set | condition | n | accuracy | 95% CI | most predicted letter (share) | mean p(gold) |",
+              "|---|---|---|---|---|---|---|"]
     for ds in ("medmcqa", "pubmedqa"):
         if ds not in results:
             continue
         for c, v in results[ds]["accuracy"].items():
             lines.append(f"| {ds} | {c.split('_', 1)[1]} | {v['n']} | {100 * v['accuracy']:.1f}% | "
-                         f"{100 * v['ci95'][0]:.1f}–{100 * v['ci95'][1]:.1f} |")
-    lines += ["", "| comparison | Δ accuracy (points) | paired 95% CI | fixed / broken | McNemar p (exact) |",
-              "|---|---|---|---|---|"]
+                         f"{100 * v['ci95'][0]:.1f}–{100 * v['ci95'][1]:.1f} | {v['most_predicted']} "
+                         f"({100 * v['most_predicted_share']:.1f}%) | {v['mean_p_gold']:.4f} |")
+    lines += ["", "| comparison | Δ accuracy (points) | paired 95% CI | fixed / broken | McNemar p (exact) "
+                  "| Δ log p(gold) (95% CI) | Wilcoxon p |", "|---|---|---|---|---|---|---|"]
     for ds in ("medmcqa", "pubmedqa"):
         for name, p in results.get(ds, {}).get("paired", {}).items():
-            b = p["bootstrap"]
+            b, g = p["bootstrap"], p["gold_logprob"]
             lines.append(f"| {name} | {100 * b['diff']:+.1f} | {100 * b['ci95'][0]:+.1f} … {100 * b['ci95'][1]:+.1f} | "
-                         f"{p['fixed']} / {p['broken']} | {p['mcnemar']['p_exact']:.3f} |")
-    lines += ["", "| index | documents | chunks | build s (embed) | load s | leakage (eval subset) | "
-              "p50 / p95 ms bm25 | dense | hybrid |", "|---|---|---|---|---|---|---|---|---|"]
+                         f"{p['fixed']} / {p['broken']} | {p['mcnemar']['p_exact']:.3f} | {g['mean_diff']:+.4f} "
+                         f"({g['ci95'][0]:+.4f} … {g['ci95'][1]:+.4f}) | {g['wilcoxon_p']:.2g} |")
+    threads = next((results[d]["latency"]["torch_threads"] for d in ("medmcqa", "pubmedqa") if d in results), "?")
+    lines += ["", f"Retrieval latency per query (ms, p50 / p95, one query per call, {threads} torch thread(s), "
+                  "query embedding included):", "",
+              "| index | documents | chunks | build s (embed) | load s | leakage (eval subset) | "
+              "bm25 | dense | hybrid |", "|---|---|---|---|---|---|---|---|---|"]
     for ds in ("medmcqa", "pubmedqa"):
         if ds not in results:
             continue
@@ -240,6 +292,11 @@ def markdown(results: dict) -> str:
     if "pubmedqa" in results:
         r = results["pubmedqa"]
         lk = r["leakage_eval_subset"]["counts"]
+        rec, kk = r["recall_by_mode"], cfg["k"]
+        parts = [f"{m} recall@1 {100 * rec[m]['recall@1']:.1f}%, recall@{kk} {100 * rec[m][f'recall@{kk}']:.1f}%"
+                 for m in ("bm25", "dense", "hybrid")]
+        lines += ["", f"PubMedQA retrieval quality (own abstract as the relevant document, all {rec['hybrid']['n']} "
+                      f"trainval questions): " + "; ".join(parts) + "."]
         lines += ["", f"PubMedQA retrieval: the item's own abstract is among the top {cfg['k']} passages for "
                       f"{100 * r['own_abstract_in_top_k']:.1f}% of questions (top 1: {100 * r['own_abstract_top1']:.1f}%). "
                       f"Leakage guard: {lk['leaked']} questions found in other abstracts; "
@@ -266,6 +323,7 @@ def main() -> None:
     ap.add_argument("--style", default="medqa")
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--latency-n", type=int, default=200)
+    ap.add_argument("--latency-threads", type=int, default=1, help="torch threads while timing retrieval")
     ap.add_argument("--reuse-index", action="store_true", help="reuse OUT/indexes/* if present")
     ap.add_argument("--keep-leaked", action="store_true", help="keep items the leakage guard flags")
     a = ap.parse_args()

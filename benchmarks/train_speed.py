@@ -11,7 +11,9 @@ subprocess (so each peak RSS is its own; model loading is excluded from the timi
   prompt + answer + explanation (no EOS), ``DataCollatorForLanguageModeling(mlm=False)`` → loss on every
   token, full-vocabulary logits at every position.
 * ``default`` — ``medqa train --preset default`` (configs/default.yaml): our loop, prompt masked, LM head only
-  at supervised positions, length-grouped batches, no gradient checkpointing.
+  at supervised positions, length-grouped batches, no gradient checkpointing, answer line + EOS supervised.
+* optional ``default-expl`` — the same, also supervising the explanation (the seed's targets), and
+  ``seed-medqa`` — the seed hyper-parameters and full-sequence loss run through medqa's loop.
 
 Reported: training examples/s, tokens/s over the *same* examples (the seed's token count of those examples,
 so the ratio is comparable) and over each recipe's own tokens, CPU seconds, peak RSS, load average.
@@ -91,15 +93,25 @@ def worker_seed(items, val, tmp: Path) -> dict:
             "final_loss": losses[-1] if losses else None, "val_accuracy": acc}
 
 
-def worker_default(items, val, tmp: Path) -> dict:
+#: medqa-loop recipes: (preset, extra overrides).  ``default-expl`` = default but also supervising the
+#: explanation (the seed's targets, prompt still masked); ``seed-medqa`` = the seed recipe exactly, in our loop.
+MEDQA_RECIPES = {"default": ("default", {}),
+                 "default-expl": ("default", {"data": {"with_explanation": True}}),
+                 "seed-medqa": ("seed", {})}
+
+
+def worker_medqa(items, val, tmp: Path, recipe: str) -> dict:
     from medqa.modeling import load_model
     from medqa.training.config import merge, preset_config
     from medqa.training.loop import train
 
-    cfg = merge(preset_config("default"), {
-        "model": {"device": "cpu"}, "optim": {"epochs": 1.0, "max_steps": 0},
-        "eval": {"every": -1, "calibrate": False}, "run": {"out": str(tmp / "default-out"), "progress": False,
-                                                           "save_every": 0}})
+    preset, extra = MEDQA_RECIPES[recipe]
+    over = {"model": {"device": "cpu"}, "optim": {"epochs": 1.0, "max_steps": 0},
+            "eval": {"every": -1, "calibrate": False},
+            "run": {"out": str(tmp / f"{recipe}-out"), "progress": False, "save_every": 0}}
+    for sec, kv in extra.items():
+        over.setdefault(sec, {}).update(kv)
+    cfg = merge(preset_config(preset), over)
     bundle = load_model("embedded", device="cpu", dtype="fp32")
     res = train(cfg, train_items=items, val_items=[], bundle=bundle)
     sp = res.summary["speed"]
@@ -115,7 +127,7 @@ def worker_main(a) -> None:
     tmp = Path(a.tmp)
     items, val = load_examples(a.n, a.val)
     load0 = os.getloadavg()[0]
-    out = (worker_seed if a.worker == "seed" else worker_default)(items, val, tmp)
+    out = worker_seed(items, val, tmp) if a.worker == "seed" else worker_medqa(items, val, tmp, a.worker)
     from medqa.training.run_info import peak_rss_mb
 
     out.update(recipe=a.worker, n=len(items), threads=torch.get_num_threads(), peak_rss_mb=peak_rss_mb(),
@@ -153,7 +165,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=48, help="training examples (the same for both recipes)")
     ap.add_argument("--val", type=int, default=0, help="also score K held-out items after training (0 = skip)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--recipes", default="default,seed")
+    ap.add_argument("--recipes", default="default,seed",
+                    help="comma-separated: seed (HF Trainer), default, default-expl, seed-medqa (see MEDQA_RECIPES)")
     ap.add_argument("--json")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--tmp", help=argparse.SUPPRESS)

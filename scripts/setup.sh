@@ -15,7 +15,7 @@ if ! python -c "import torch" 2>/dev/null; then
     python -m pip install -q "${TORCH_SPEC:-torch==2.13.0}"
   fi
 fi
-python -m pip install -q -e ".[embedded,serve,rag,dev,bench]"
+python -m pip install -q -e ".[embedded,serve,rag,dev,bench,qdrant]"
 # The UI browser test drives Debian's Chromium (never a downloaded browser build).
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 || echo "warning: could not install chromium; the browser test will fail" >&2

@@ -69,6 +69,8 @@ def _now() -> str:
 def _require(module: str, extra: str = "rag"):
     import importlib
 
+    if module == "faiss":  # its loader logs every CPU-feature probe at INFO
+        logging.getLogger("faiss.loader").setLevel(logging.WARNING)
     try:
         return importlib.import_module(module)
     except ImportError as e:

@@ -111,6 +111,9 @@ class DataArgs:
     letter_weight: float = opt(2.0, "loss weight of the answer-letter token (what evaluation scores)")
     answer_weight: float = opt(1.0, "loss weight of the option text after the letter and of EOS")
     explanation_weight: float = opt(0.5, "loss weight of explanation tokens")
+    permute_options: float = opt(0.0, "probability that a training item is shown with its options shuffled "
+                                      "(new order each epoch; teaches content over letter position, but unlearns "
+                                      "the answer-letter prior); 0 = never")
     group_by_length: bool = opt(True, "batch examples of similar length together (seeded, resumable order)")
     dedup_eval: bool = opt(True, "drop training items whose question also appears in the task's eval split")
 
@@ -125,6 +128,8 @@ class DataArgs:
         for name in ("letter_weight", "answer_weight", "explanation_weight"):
             if getattr(self, name) < 0:
                 _fail("data", name, f"must be >= 0 (got {getattr(self, name)})")
+        if not 0 <= self.permute_options <= 1:
+            _fail("data", "permute_options", f"must be in [0, 1] (got {self.permute_options})")
         if not self.task and not self.train_file:
             _fail("data", "train_file", "is missing: give --data FILE or --task NAME")
 

@@ -32,7 +32,7 @@ from ..records import MCQItem, MedQAError
 from ..utils.io import JsonlAppender, atomic_dir, atomic_write_json, read_jsonl_complete, write_jsonl
 from . import checkpoint as ck
 from .config import TrainConfig, parse_layers
-from .tokenize import BatchPlan, Encoded, EncodeStats, ExampleEncoder, SupervisedCollator, steps_per_epoch
+from .tokenize import BatchPlan, EpochExamples, ExampleEncoder, SupervisedCollator, steps_per_epoch
 
 log = logging.getLogger(__name__)
 
@@ -406,7 +406,8 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
         train_items, val_items = list(train_items), list(val_items or [])
         data_info = {"train_source": "given", "n_train": len(train_items), "n_val": len(val_items)}
     encoder = ExampleEncoder(tok, cfg.data.max_length, cfg.data.with_explanation)
-    examples, stats = encoder.encode_all(train_items)
+    per_epoch = EpochExamples(train_items, encoder, cfg.data.permute_options, cfg.optim.seed)
+    examples, stats = per_epoch.base, per_epoch.stats
     if not examples:
         raise MedQAError("no labelled training items")
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -491,6 +492,8 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
         acc.wait_for_everyone()
         return path
 
+    last_pred_counts: dict[str, int] = {}  # predicted-letter histogram of the last evaluation (collapse check)
+
     def evaluate() -> tuple[float, float, list[list[float]]]:
         from ..scoring.hf import HFScorer
 
@@ -500,9 +503,11 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
                 rows = HFScorer(peft_model, tok, style="medqa", batch_size=cfg.eval.batch_size).score(val_items)
         finally:
             peft_model.train()
-        correct = [max(range(len(r)), key=r.__getitem__) == it.answer for r, it in zip(rows, val_items)]
+        preds = [max(range(len(r)), key=r.__getitem__) for r in rows]
+        last_pred_counts.clear()
+        last_pred_counts.update({L: preds.count(i) for i, L in enumerate("ABCDE") if preds.count(i)})
         nll = -sum(r[it.answer] for r, it in zip(rows, val_items)) / len(rows)
-        return sum(correct) / len(correct), nll, rows
+        return sum(p == it.answer for p, it in zip(preds, val_items)) / len(rows), nll, rows
 
     # ---- train
     stop = "completed"
@@ -517,7 +522,8 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
     with interrupt:
         while step < total_steps:
             epoch, k = divmod(step, spe)
-            global_batches = [[examples[i] for i in b] for b in plan.epoch(epoch)[k * ga:(k + 1) * ga]]
+            epoch_examples = per_epoch.get(epoch)
+            global_batches = [[epoch_examples[i] for i in b] for b in plan.epoch(epoch)[k * ga:(k + 1) * ga]]
             total_w = sum(collator.total_weight(b) for b in global_batches)
             local_loss = torch.zeros((), dtype=torch.float32, device=acc.device)
             for j, gb in enumerate(global_batches):
@@ -597,7 +603,8 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
                             ck.save_adapter(peft_model, tmp, best_state)
                             atomic_write_json(tmp / "best.json", {"step": step, "val_accuracy": acc_v, "val_nll": nll_v})
                     metrics.write({"type": "eval", "step": step, "epoch": round(step / spe, 4), "val_accuracy": acc_v,
-                                   "val_nll": nll_v, "n": len(val_items), "is_best": improved, "seconds": secs})
+                                   "val_nll": nll_v, "n": len(val_items), "is_best": improved, "seconds": secs,
+                                   "predicted_letters": dict(last_pred_counts)})
                     bar.write(f"step {step}: val accuracy {acc_v:.2%} (nll {nll_v:.3f})"
                               f"{' *best*' if improved else f', best {best_acc:.2%} at step {best_step}'}")
                 if cfg.eval.patience and bad_evals >= cfg.eval.patience:

@@ -68,6 +68,9 @@ class ExampleEncoder:
         self.tok, self.max_length = tokenizer, max_length
         self.with_explanation, self.append_eos = with_explanation, append_eos
         self.eos = tokenizer.eos_token_id
+        from ..prompts import letter_token_ids
+
+        self.letters = letter_token_ids(tokenizer, "medqa").ids  # what the scorer reads after "### Answer:\n"
 
     def _ids(self, text: str) -> list[int]:
         return list(self.tok(text, add_special_tokens=False)["input_ids"]) if text else []
@@ -82,6 +85,9 @@ class ExampleEncoder:
         if not target_text.startswith(answer_text):  # the renderer's contract; fail loudly if it changes
             raise MedQAError("render_target(with_explanation) no longer starts with the answer line")
         answer = self._ids(answer_text)
+        if not answer or answer[0] != self.letters[item.answer]:
+            raise MedQAError(f"item {item.id}: the answer line tokenizes to {answer[:2]} but the scorer reads letter id "
+                             f"{self.letters[item.answer]}; training would not teach what evaluation measures")
         expl_text = target_text[len(answer_text):]
         expl = self._ids(expl_text)
         eos = [self.eos] if self.append_eos else []
@@ -134,6 +140,38 @@ class ExampleEncoder:
                 continue
             out.append(self.encode(item, stats))
         return out, stats
+
+
+def permuted(item: MCQItem, rng: random.Random) -> MCQItem:
+    """The item with its options in a random order (the answer index follows).  The explanation is dropped:
+    MedMCQA explanations cite letters ("Ans. is 'a'") that would now be wrong."""
+    order = list(range(len(item.options)))
+    rng.shuffle(order)
+    return MCQItem(id=item.id, question=item.question, options=[item.options[j] for j in order],
+                   answer=order.index(item.answer), explanation="", subject=item.subject, context=item.context,
+                   source=item.source, meta=item.meta)
+
+
+class EpochExamples:
+    """Encoded examples per epoch: the originals, or with probability ``p`` per item and epoch an
+    option-permuted copy (seeded by (seed, epoch, item), so --resume and every process see the same)."""
+
+    def __init__(self, items: Sequence[MCQItem], encoder: ExampleEncoder, permute: float = 0.0, seed: int = 0):
+        self.items = [it for it in items if it.answer is not None]
+        self.encoder, self.p, self.seed = encoder, permute, seed
+        self.base, self.stats = encoder.encode_all(self.items)
+        self._cache: tuple[int, list[Encoded]] | None = None
+
+    def get(self, epoch: int) -> list[Encoded]:
+        if self.p <= 0:
+            return self.base
+        if self._cache is None or self._cache[0] != epoch:
+            out = []
+            for i, (item, ex) in enumerate(zip(self.items, self.base)):
+                rng = random.Random(f"{self.seed}:{epoch}:{i}")
+                out.append(self.encoder.encode(permuted(item, rng)) if rng.random() < self.p else ex)
+            self._cache = (epoch, out)
+        return self._cache[1]
 
 
 def build_labels(examples: Sequence[Encoded], width: int, train_on_prompt: bool = False) -> list[list[int]]:

@@ -13,7 +13,7 @@ import time
 
 import httpx
 import pytest
-from conftest import API_KEY, running
+from serve_helpers import API_KEY, running
 
 from medqa.records import MedQAError
 from medqa.serve.errors import UpstreamError

@@ -6,7 +6,7 @@ import time
 
 import httpx
 import pytest
-from conftest import API_KEY, running
+from serve_helpers import API_KEY, running
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 MCQ = {"question": "Which drug dose for heart infection?", "options": ["insulin dose", "heart drug", "fever pain"]}
@@ -120,28 +120,25 @@ def test_concurrent_mcq_are_batched(tiny_engine):
 
 
 def test_healthz_stays_responsive_during_generation(tiny_engine):
-    """A long generation holds the model; /healthz must still answer quickly."""
+    """While the model is busy (its lock held, as during a long generation), /healthz still answers
+    and a model request waits instead of failing."""
     with running(tiny_engine, rate_limit_per_min=0, max_tokens=400) as url:
-        done = threading.Event()
+        result = {}
 
-        def long_generation() -> None:
-            httpx.post(url + "/v1/completions", json={"model": "medqa", "prompt": "heart", "max_tokens": 400},
-                       timeout=120)
-            done.set()
+        def generation() -> None:
+            r = httpx.post(url + "/v1/completions", json={"model": "medqa", "prompt": "heart", "max_tokens": 8},
+                           timeout=120)
+            result["status"] = r.status_code
 
-        t = threading.Thread(target=long_generation)
-        t.start()
-        time.sleep(0.3)
-        worst, checks = 0.0, 0
-        while not done.is_set():
-            checks += 1
-            t0 = time.perf_counter()
-            assert httpx.get(url + "/healthz", timeout=5).status_code == 200
-            worst = max(worst, time.perf_counter() - t0)
-            time.sleep(0.05)
-        t.join()
-        assert checks >= 3, "the generation was too short to overlap with health checks"
-        assert worst < 0.5, f"/healthz took {worst:.2f} s while the model was generating"
+        with tiny_engine.lock:  # the model is "generating"
+            t = threading.Thread(target=generation)
+            t.start()
+            for _ in range(3):
+                assert httpx.get(url + "/healthz", timeout=5).status_code == 200
+                time.sleep(0.05)
+            assert "status" not in result, "the completion should be waiting for the model"
+        t.join(60)
+        assert result.get("status") == 200
 
 
 class _KB:
@@ -160,7 +157,7 @@ class _KB:
 
 
 def test_mcq_returns_retrieved_evidence_and_rag_false_skips_it():
-    from conftest import tiny_bundle
+    from serve_helpers import tiny_bundle
 
     from medqa.engine import Engine
 

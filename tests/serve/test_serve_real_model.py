@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from conftest import API_KEY, no_traceback, running
+from serve_helpers import API_KEY, no_traceback, running
 
 SCURVY = {"question": "Deficiency of which vitamin causes scurvy, with bleeding gums and poor wound healing?",
           "options": ["Vitamin A", "Vitamin B1", "Vitamin C", "Vitamin D"]}

@@ -7,7 +7,7 @@ import logging
 import httpx
 import openai
 import pytest
-from conftest import API_KEY, no_traceback, running
+from serve_helpers import API_KEY, no_traceback, running
 
 from medqa.records import MedQAError
 from medqa.serve.auth import check_key

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from conftest import running
+from serve_helpers import running
 
 from medqa.engine import AnswerResult, Passage
 from medqa.serve.ui import SAMPLES, _format

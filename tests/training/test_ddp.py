@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import torch
-from conftest import tiny_items, write_jsonl
+from train_helpers import tiny_items, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 import torch
-from conftest import tiny_config, tiny_items
+from train_helpers import tiny_config, tiny_items
 
 from medqa.records import MedQAError
 from medqa.training.export import export
@@ -48,3 +48,17 @@ def test_export_adapter_writes_vllm_files(trained, tiny_model_dir, tmp_path):
     assert (out / "serve_vllm.sh").read_text().startswith("#!/bin/sh") and not res["merged"]
     with pytest.raises(MedQAError, match="not empty"):
         export(trained.adapter_dir, out)
+
+
+def test_push_to_hub_failure_keeps_the_local_adapter(trained, monkeypatch, capsys):
+    import huggingface_hub
+
+    from medqa.training.loop import push_to_hub
+
+    def offline(*a, **k):
+        raise ConnectionError("Hub unreachable")
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", offline)
+    assert push_to_hub(trained.adapter_dir, "someone/medqa-lora") is False
+    out = capsys.readouterr().out
+    assert "push-to-hub someone/medqa-lora failed" in out and str(trained.adapter_dir) in out

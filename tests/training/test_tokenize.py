@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import tiny_items
+from train_helpers import tiny_items
 
 from medqa.prompts import encode, render_prompt, render_target
 from medqa.testing import tiny_tokenizer
@@ -28,6 +28,16 @@ def test_labels_mask_the_prompt_and_supervise_answer_explanation_eos(tok):
     # the flat loss targets are exactly the supervised labels, predicted from the previous position
     assert batch["targets"].tolist() == labels[ex.n_prompt:]
     assert batch["cols"].tolist() == list(range(ex.n_prompt - 1, ex.length - 1))
+
+
+def test_first_answer_token_is_the_scored_letter_token(tok):
+    """Training supervises exactly the token the scorer reads after ``### Answer:\\n`` (no "B)" merge)."""
+    from medqa.prompts import letter_token_ids
+
+    letters = letter_token_ids(tok, "medqa").ids
+    for item in tiny_items(4):
+        ex = ExampleEncoder(tok, max_length=512).encode(item)
+        assert ex.input_ids[ex.n_prompt] == letters[item.answer]
 
 
 def test_train_on_prompt_option_supervises_everything_but_bos(tok):
@@ -95,3 +105,16 @@ def test_batch_plan_is_seeded_grouped_and_shardable():
     assert two.epoch(0) == e0
     for b in two.epoch(0):
         assert two.rank_slice(b, 0) + two.rank_slice(b, 1) == list(b)
+
+
+def test_permuted_epochs_are_seeded_and_keep_the_gold_text(tok):
+    from medqa.training.tokenize import EpochExamples
+
+    items = tiny_items(12)
+    enc = ExampleEncoder(tok, max_length=512)
+    a, b = EpochExamples(items, enc, permute=1.0, seed=1), EpochExamples(items, enc, permute=1.0, seed=1)
+    assert a.get(0) == b.get(0) and a.get(1) != a.get(0)  # deterministic per (seed, epoch), new order each epoch
+    assert EpochExamples(items, enc, permute=0.0).get(3) == enc.encode_all(items)[0]
+    for item, ex in zip(items, a.get(1)):  # the supervised answer line still names the gold option's text
+        answer = tok.decode(ex.input_ids[ex.n_prompt: ex.n_prompt + ex.n_answer])
+        assert answer.endswith(item.options[item.answer].strip()) and ex.n_expl == 0

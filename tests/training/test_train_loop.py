@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_bundle, tiny_config, tiny_items, write_jsonl
+from train_helpers import tiny_bundle, tiny_config, tiny_items, write_jsonl
 
 from medqa.prompts import encode, render_prompt, render_target
 from medqa.training.loop import TrainingDiverged, train
