@@ -29,6 +29,11 @@ def run(args: argparse.Namespace) -> int:
     from ..training.config import command_line, from_args
     from ..training.loop import train
 
+    from pathlib import Path
+
+    out = getattr(args, "run__out", None)
+    if getattr(args, "run__resume", False) and out and not args.config and (Path(out) / "config.yaml").is_file():
+        args.config = str(Path(out) / "config.yaml")  # `--out X --resume` continues X with X's own config
     cfg = from_args(args)
     result = train(cfg, command=command_line())
     if result.stopped == "interrupted":
