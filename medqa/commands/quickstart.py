@@ -12,8 +12,8 @@ from pathlib import Path
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="embedded", help="base model (default: the embedded Gemma 3 270M)")
-    p.add_argument("--train-limit", type=int, default=320,
-                   help="training questions from the MedMCQA train subset (default 320; 0 = all 1,861)")
+    p.add_argument("--train-limit", type=int, default=256,
+                   help="training questions from the MedMCQA train subset (default 256; 0 = all 1,861)")
     p.add_argument("--eval-limit", type=int, default=300,
                    help="MedMCQA dev_public questions for the before/after evaluation (default 300; 0 = all 1,999)")
     p.add_argument("--epochs", type=float, default=1.0, help="passes over the training questions")
