@@ -42,6 +42,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, help="apply this temperature (overrides calibration.json)")
     parser.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), help="paired comparison of two run folders")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--rag", metavar="INDEX", help="ground every question on top-k passages from this index")
+    parser.add_argument("--rag-k", type=int, default=3, metavar="K", help="passages per question with --rag (default 3)")
+    parser.add_argument("--allow-leakage", action="store_true",
+                        help="with --rag: warn instead of refusing when the index contains evaluated questions")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
             "style": args.prompt_style, "batch_size": args.batch_size}
     print(f"model {bundle.model_id}{' + ' + bundle.adapter if bundle.adapter else ''} on {info['device']} "
           f"({info['dtype']}), loaded in {bundle.load_seconds:.1f} s; prompt style {args.prompt_style}")
+    if args.rag:
+        scorer = _grounded(scorer, args, jobs)
     temps, confs = _calibration(args, scorer, jobs, out)
     single = args.data is not None
     results = {}
@@ -87,6 +93,24 @@ def run(args: argparse.Namespace) -> int:
     _print_results(results, summary_table(results, label))
     print(f"\nrun folder: {out}")
     return 0
+
+
+def _grounded(scorer, args, jobs: dict):
+    """Wrap the scorer with retrieval, after the leakage guard: an index holding the evaluated questions
+    (exact or near-duplicate text) would turn the benchmark into a lookup, so that is refused by default."""
+    from ..rag import check_leakage, load_retriever
+    from ..rag.scoring import RetrievalScorer
+    from ..records import MedQAError
+
+    if args.rag_k < 1:
+        raise MedQAError(f"--rag-k must be at least 1 (got {args.rag_k})")
+    retriever = load_retriever(args.rag)
+    for task, (items, _cal, _source) in jobs.items():
+        report = check_leakage(retriever, items)
+        print(f"leakage check ({task}): {report.summary()}")
+        if report.has_leakage and not args.allow_leakage:
+            report.raise_if_leaked(f"the {task} items being evaluated")
+    return RetrievalScorer(scorer, retriever, k=args.rag_k)
 
 
 def _load_jobs(args) -> dict:

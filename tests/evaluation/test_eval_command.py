@@ -81,3 +81,32 @@ def test_eval_errors_are_actionable(tiny_dir, data_file, tmp_path, capsys):
     assert "--resume needs --out" in capsys.readouterr().err
     assert main(["eval", "--model", tiny_dir, "--data", data_file, "--conformal", "0.9", "--out", str(tmp_path)]) == 2
     assert "--calibrate-on" in capsys.readouterr().err
+
+
+def test_eval_rag_grounds_scores_and_refuses_a_leaking_index(tiny_dir, data_file, tmp_path, capsys):
+    from medqa.rag import build_index
+
+    items = [json.loads(line) for line in open(data_file)][:12]
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text("".join(json.dumps({"id": f"d{i}", "text": f"note {i}: the artery supplies the muscle"}) + "\n"
+                             for i in range(5)))
+    leaky = tmp_path / "leaky.jsonl"
+    leaky.write_text("".join(json.dumps({"id": r["id"], "text": r["question"]}) + "\n" for r in items))
+    small = tmp_path / "small.jsonl"
+    small.write_text("".join(json.dumps(r) + "\n" for r in items))
+    for name, src in (("clean", clean), ("leaky", leaky)):
+        build_index([str(src)], tmp_path / name, embed_model="hashing:256")
+    base = ["eval", "--model", tiny_dir, "--data", str(small), "--no-progress"]
+
+    assert main([*base, "--out", str(tmp_path / "plain")]) == 0
+    assert main([*base, "--rag", str(tmp_path / "clean"), "--rag-k", "2", "--out", str(tmp_path / "rag")]) == 0
+    plain = {r["id"]: r for r in read_jsonl_complete(tmp_path / "plain" / "predictions.jsonl")}
+    grounded = {r["id"]: r for r in read_jsonl_complete(tmp_path / "rag" / "predictions.jsonl")}
+    assert plain.keys() == grounded.keys()
+    # the evidence block changes the prompt, so the scores move
+    assert any(plain[i]["probs"] != grounded[i]["probs"] for i in plain)
+
+    capsys.readouterr()
+    assert main([*base, "--rag", str(tmp_path / "leaky"), "--out", str(tmp_path / "leak")]) == 2
+    assert "contains" in capsys.readouterr().err
+    assert main([*base, "--rag", str(tmp_path / "leaky"), "--allow-leakage", "--out", str(tmp_path / "leak2")]) == 0
