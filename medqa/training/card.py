@@ -47,8 +47,10 @@ def render_model_card(cfg, summary: dict, base_model: str, base_path: str = "", 
         f"Base model: `{base_model}`" + (f" (loaded from `{base_path}`)" if base_path and base_path != base_model else ""),
         "",
         "Answers a question rendered with the medqa prompt template (`### Question:` … `### Options:` … "
-        "`### Answer:`) with the option letter, the option text and an explanation. For scoring, read the "
-        "next-token distribution over the option letters after `### Answer:\\n`.", "",
+        "`### Answer:`) with the option letter and the option text"
+        + (", then an explanation" if cfg.data.with_explanation else " (trained without explanations)")
+        + ", then EOS. For scoring, read the next-token distribution over the option letters after "
+        "`### Answer:\\n`.", "",
         "## Evaluation", "",
         eval_table(summary.get("final_eval")),
         f"Validation accuracy of the chosen checkpoint (step {summary.get('best_step')}): "
@@ -62,7 +64,8 @@ def render_model_card(cfg, summary: dict, base_model: str, base_path: str = "", 
         f"- data: {data.get('train_source', '?')} — {data.get('n_train', '?')} train items, validation: "
         f"{data.get('val_source', '?')}; items whose question appears in the task's eval split are dropped "
         f"({data.get('dropped_overlapping_eval', 0)} dropped)",
-        f"- tokens: {enc.get('tokens', '?')} ({enc.get('supervised', '?')} supervised: answer + explanation + EOS; "
+        f"- tokens: {enc.get('tokens', '?')} ({enc.get('supervised', '?')} supervised: answer line"
+        f"{' + explanation' if cfg.data.with_explanation else ''} + EOS; "
         f"prompt {'also supervised' if cfg.data.train_on_prompt else 'masked'}); max length {cfg.data.max_length}, "
         f"explanations cut to fit: {enc.get('explanation_cut', 0)}",
         f"- LoRA r={cfg.lora.r}, alpha={cfg.lora.alpha:g}, dropout={cfg.lora.dropout}, modules "
@@ -71,8 +74,9 @@ def render_model_card(cfg, summary: dict, base_model: str, base_path: str = "", 
         f"- optimizer AdamW lr {cfg.optim.lr:g} ({cfg.optim.scheduler}, warmup {cfg.optim.warmup_ratio:g}), "
         f"batch {cfg.optim.batch_size} × accumulation {cfg.optim.grad_accum}, {summary.get('steps')} steps, "
         f"stopped: {summary.get('stopped')}",
-        f"- loss weights: letter {cfg.data.letter_weight:g}, option text/EOS {cfg.data.answer_weight:g}, "
-        f"explanation {cfg.data.explanation_weight:g}",
+        f"- loss weights: letter {cfg.data.letter_weight:g}, option text/EOS {cfg.data.answer_weight:g}"
+        + (f", explanation {cfg.data.explanation_weight:g}" if cfg.data.with_explanation else "")
+        + (f"; options shuffled with probability {cfg.data.permute_options:g}" if cfg.data.permute_options else ""),
         f"- speed: {speed.get('examples_per_s', 0):.2f} examples/s, {speed.get('tokens_per_s', 0):.0f} tokens/s, "
         f"peak RSS {speed.get('peak_rss_mb', 0):.0f} MiB", "",
     ]

@@ -44,7 +44,7 @@ def loss_curve(records: Sequence[dict], path: str | Path, title: str = "") -> Pa
         ax2.set_ylabel("validation accuracy (%)")
         h1, l1 = ax.get_legend_handles_labels()
         h2, l2 = ax2.get_legend_handles_labels()
-        ax.legend(h1 + h2, l1 + l2, loc="upper right", fontsize=8)
+        ax.legend(h1 + h2, l1 + l2, loc="best", fontsize=8, framealpha=0.7)
     else:
         ax.legend(loc="upper right", fontsize=8)
     ax.set_title(title or "LoRA training")
