@@ -43,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nstopped: {result.stopped} after {result.steps} steps; best validation accuracy "
               f"{(result.best_accuracy or 0):.2%} at step {result.best_step}"
               + (f"; temperature {result.temperature:.3f}" if result.temperature else ""))
+        if result.best_step == 0:
+            print("note: no trained checkpoint beat the base model on validation; the adapter is the untrained "
+                  "(identity) one (try more data/epochs or another --lr)")
         fe = s.get("final_eval")
         if fe:
             b, l, p = fe["base"], fe["lora"], fe["paired"]

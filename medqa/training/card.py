@@ -54,7 +54,9 @@ def render_model_card(cfg, summary: dict, base_model: str, base_path: str = "", 
         "## Evaluation", "",
         eval_table(summary.get("final_eval")),
         f"Validation accuracy of the chosen checkpoint (step {summary.get('best_step')}): "
-        f"{_pct(summary.get('best_val_accuracy'))} on {data.get('n_val', '?')} held-out training-distribution items.",
+        f"{_pct(summary.get('best_val_accuracy'))} on {data.get('n_val', '?')} held-out training-distribution items."
+        + (" **No trained checkpoint beat the base model on validation, so this adapter is the untrained (identity) "
+           "one: it changes nothing but the calibration temperature.**" if summary.get("best_step") == 0 else ""),
         "",
         f"Calibration: temperature **{t:.3f}** (in `calibration.json`, fitted on the validation split; "
         f"NLL {summary.get('calibration', {}).get('nll_before', float('nan')):.3f} → "

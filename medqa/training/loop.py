@@ -69,6 +69,21 @@ def _decoder_and_head(lm):
     return decoder, head, getattr(getattr(base, "config", None), "final_logit_softcapping", None)
 
 
+#: supervised positions per LM-head chunk: with a 262k vocabulary a (512, V) fp32 logits block is 0.5 GB
+CE_CHUNK = 512
+
+
+def _head_ce(head, softcap, h, targets):
+    """Per-position cross-entropy of the LM head applied to hidden states ``h`` (N, H) → (N,)."""
+    import torch
+    import torch.nn.functional as F
+
+    logits = head(h)  # (N, V)
+    if softcap:
+        logits = torch.tanh(logits / softcap) * softcap
+    return F.cross_entropy(logits.float(), targets, reduction="none")
+
+
 def _module_class():
     import torch
 
@@ -92,9 +107,15 @@ def _module_class():
             else:
                 decoder, head, softcap = split
                 hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
-                logits = head(hidden[rows, cols])  # (N, H) -> (N, V)
-                if softcap:
-                    logits = torch.tanh(logits / softcap) * softcap
+                h = hidden[rows, cols]  # (N, H): only the supervised positions
+                if h.shape[0] > CE_CHUNK:  # long targets (explanations): bounded (chunk, V) logits, recomputed in backward
+                    from torch.utils.checkpoint import checkpoint
+
+                    ce = torch.cat([checkpoint(_head_ce, head, softcap, h[s:s + CE_CHUNK], targets[s:s + CE_CHUNK],
+                                               use_reentrant=False) for s in range(0, h.shape[0], CE_CHUNK)])
+                    return (ce * weights).sum(), ce.detach()
+                ce = _head_ce(head, softcap, h, targets)  # (N,)
+                return (ce * weights).sum(), ce.detach()
             ce = F.cross_entropy(logits.float(), targets, reduction="none")  # (N,)
             return (ce * weights).sum(), ce.detach()
 
@@ -509,15 +530,48 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
         nll = -sum(r[it.answer] for r, it in zip(rows, val_items)) / len(rows)
         return sum(p == it.answer for p, it in zip(preds, val_items)) / len(rows), nll, rows
 
+    def validate() -> None:
+        """Validation accuracy now; keep the best adapter (ties: lower NLL); count evaluations without progress."""
+        nonlocal best_acc, best_nll, best_step, bad_evals, best_rows
+        verdict: list[Any] = [None]
+        rows = None
+        with _full_params(dist_type, wrapper):  # FSDP: every process gathers the weights
+            if main:
+                te = time.perf_counter()
+                acc_v, nll_v, rows = evaluate()
+                improved = best_acc is None or acc_v > best_acc or (acc_v == best_acc and nll_v < best_nll)
+                verdict = [(improved, acc_v, nll_v, time.perf_counter() - te)]
+        broadcast_object_list(verdict)
+        improved, acc_v, nll_v, secs = verdict[0]
+        if improved:
+            best_acc, best_nll, best_step, bad_evals = acc_v, nll_v, step, 0
+            best_rows = rows if main else None
+        else:
+            bad_evals += 1
+        best_state = _lora_state(acc, wrapper) if (improved and sharded) else None
+        if main:
+            if improved:
+                with atomic_dir(run_dir / "best") as tmp:
+                    ck.save_adapter(peft_model, tmp, best_state)
+                    atomic_write_json(tmp / "best.json", {"step": step, "val_accuracy": acc_v, "val_nll": nll_v})
+            metrics.write({"type": "eval", "step": step, "epoch": round(step / spe, 4), "val_accuracy": acc_v,
+                           "val_nll": nll_v, "n": len(val_items), "is_best": improved, "seconds": secs,
+                           "predicted_letters": dict(last_pred_counts)})
+            what = "before training (the base model)" if step == 0 else f"step {step}"
+            bar.write(f"{what}: val accuracy {acc_v:.2%} (nll {nll_v:.3f})"
+                      f"{' *best*' if improved else f', best {best_acc:.2%} at step {best_step}'}")
+
     # ---- train
     stop = "completed"
     best_rows: list[list[float]] | None = None
-    t0, t_cpu0 = time.perf_counter(), time.process_time()
     seen_tokens = seen_examples = seen_supervised = 0
     from tqdm.auto import tqdm
 
     bar = tqdm(total=total_steps, initial=step, disable=not (main and cfg.run.progress), unit="step",
                dynamic_ncols=True, desc="train")
+    if eval_enabled and step == 0:  # the base model is candidate "step 0": an adapter must beat it to be kept
+        validate()
+    t0, t_cpu0 = time.perf_counter(), time.process_time()  # (periodic validation below is included)
     interrupt = _Interrupt(enabled=True)
     with interrupt:
         while step < total_steps:
@@ -582,31 +636,7 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
                 os._exit(137)
             # -- evaluation, best checkpoint, early stopping
             if eval_enabled and (step % eval_every == 0 or step == total_steps):
-                verdict: list[Any] = [None]
-                with _full_params(dist_type, wrapper):  # FSDP: every process gathers the weights
-                    if main:
-                        te = time.perf_counter()
-                        acc_v, nll_v, rows = evaluate()
-                        improved = best_acc is None or acc_v > best_acc or (acc_v == best_acc and nll_v < best_nll)
-                        verdict = [(improved, acc_v, nll_v, time.perf_counter() - te)]
-                broadcast_object_list(verdict)
-                improved, acc_v, nll_v, secs = verdict[0]
-                if improved:
-                    best_acc, best_nll, best_step, bad_evals = acc_v, nll_v, step, 0
-                    best_rows = rows if main else None
-                else:
-                    bad_evals += 1
-                best_state = _lora_state(acc, wrapper) if (improved and sharded) else None
-                if main:
-                    if improved:
-                        with atomic_dir(run_dir / "best") as tmp:
-                            ck.save_adapter(peft_model, tmp, best_state)
-                            atomic_write_json(tmp / "best.json", {"step": step, "val_accuracy": acc_v, "val_nll": nll_v})
-                    metrics.write({"type": "eval", "step": step, "epoch": round(step / spe, 4), "val_accuracy": acc_v,
-                                   "val_nll": nll_v, "n": len(val_items), "is_best": improved, "seconds": secs,
-                                   "predicted_letters": dict(last_pred_counts)})
-                    bar.write(f"step {step}: val accuracy {acc_v:.2%} (nll {nll_v:.3f})"
-                              f"{' *best*' if improved else f', best {best_acc:.2%} at step {best_step}'}")
+                validate()
                 if cfg.eval.patience and bad_evals >= cfg.eval.patience:
                     stop = "early_stopping"
                     if main:

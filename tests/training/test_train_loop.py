@@ -118,7 +118,7 @@ def test_eval_by_accuracy_picks_best_and_calibrates(tmp_path):
     cfg = tiny_config(tmp_path / "run", optim={"max_steps": 4}, eval={"every": 2, "calibrate": True, "batch_size": 8})
     res = train(cfg, train_items=tiny_items(8), val_items=tiny_items(24, seed=5), bundle=tiny_bundle())
     evals = [r for r in map(json.loads, (res.run_dir / "metrics.jsonl").read_text().splitlines()) if r["type"] == "eval"]
-    assert [r["step"] for r in evals] == [2, 4]
+    assert [r["step"] for r in evals] == [0, 2, 4]  # step 0 = the base model, the bar an adapter must clear
     best = json.loads((res.run_dir / "best" / "best.json").read_text())
     assert best["step"] == res.best_step and best["val_accuracy"] == max(r["val_accuracy"] for r in evals)
     cal = json.loads((res.adapter_dir / "calibration.json").read_text())
