@@ -11,6 +11,25 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 
+def _umask() -> int:
+    """The process umask, read without changing it (``os.umask`` can only be read by setting it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022
+
+
+def _new_file_mode(path: Path) -> int:
+    """Mode for a replaced file: the old file's, else what ``open()`` would give (mkstemp makes 0600)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_umask()
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
@@ -24,6 +43,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _new_file_mode(path))
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -41,7 +61,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
-    os.chmod(tmp, 0o755)  # mkdtemp makes 0700; the result is an ordinary shared folder
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; the result is an ordinary folder
     try:
         yield tmp
         if path.exists():
