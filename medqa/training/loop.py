@@ -2,7 +2,7 @@
 
 What makes it fast on a 262k-vocabulary model: the decoder runs over the batch, then the LM head is
 applied only at the N supervised positions — ``(N, H) @ (H, V)`` instead of ``(B, T, H) @ (H, V)`` — and the
-cross-entropy is taken there (:class:`SupervisedLM`).  Batches are length-grouped (little padding), and the
+cross-entropy is taken there (:class:`SupervisedLM`, lora.py).  Batches are length-grouped (little padding), and the
 loss of an optimizer step is normalised by the step's *global* supervised weight, which every process can
 compute from token lengths alone, so 1 process with batch 8 and 2 processes with batch 4 take the same step.
 
@@ -17,7 +17,6 @@ Test hook: ``MEDQA_FAULT=nan@K`` poisons the loss of step K, ``MEDQA_FAULT=crash
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import os
@@ -31,8 +30,18 @@ from typing import Any, Sequence
 from ..records import MCQItem, MedQAError
 from ..utils.io import JsonlAppender, atomic_dir, atomic_write_json, read_jsonl_complete, write_jsonl
 from . import checkpoint as ck
-from .config import TrainConfig, parse_layers
+from .config import TrainConfig
+from .data import load_training_items, resolve_items
+from .finish import _finish, evaluate_on_task, push_to_hub
+from .lora import (_lora_model, _lora_state, _module_class, add_lora, count_parameters, linear_module_names,
+                   n_layers, resolve_target_modules)
 from .tokenize import BatchPlan, EpochExamples, ExampleEncoder, SupervisedCollator, steps_per_epoch
+
+# the model pieces, data loading and post-training steps live in lora.py, data.py and finish.py; they stay
+# importable from here, where callers have always found them
+__all__ = ["TrainResult", "TrainingDiverged", "add_lora", "count_parameters", "default_run_dir",
+           "evaluate_on_task", "linear_module_names", "load_training_items", "n_layers", "push_to_hub",
+           "resolve_target_modules", "train"]
 
 log = logging.getLogger(__name__)
 
@@ -55,196 +64,6 @@ class TrainResult:
     best_accuracy: float | None = None
     temperature: float | None = None
     summary: dict = field(default_factory=dict)
-
-
-# ----------------------------------------------------------------------------- model pieces
-
-
-def _decoder_and_head(lm):
-    base = lm.get_base_model() if hasattr(lm, "get_base_model") else lm
-    decoder = getattr(base, getattr(base, "base_model_prefix", "model"), None)
-    head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
-    if decoder is None or head is None or decoder is base:
-        return None
-    return decoder, head, getattr(getattr(base, "config", None), "final_logit_softcapping", None)
-
-
-#: supervised positions per LM-head chunk: with a 262k vocabulary a (512, V) fp32 logits block is 0.5 GB
-CE_CHUNK = 512
-
-
-def _head_ce(head, softcap, h, targets):
-    """Per-position cross-entropy of the LM head applied to hidden states ``h`` (N, H) → (N,)."""
-    import torch
-    import torch.nn.functional as F
-
-    logits = head(h)  # (N, V)
-    if softcap:
-        logits = torch.tanh(logits / softcap) * softcap
-    return F.cross_entropy(logits.float(), targets, reduction="none")
-
-
-def _module_class():
-    import torch
-
-    class SupervisedLM(torch.nn.Module):
-        """Wraps a (PEFT) causal LM; ``forward`` returns the weighted CE sum at the supervised positions.
-
-        Going through this module's ``forward`` keeps DDP/FSDP hooks in play while we call the decoder
-        and the LM head separately.
-        """
-
-        def __init__(self, lm):
-            super().__init__()
-            self.lm = lm
-
-        def forward(self, input_ids, attention_mask, rows, cols, targets, weights):
-            import torch.nn.functional as F
-
-            split = _decoder_and_head(self.lm)
-            if split is None:  # unknown architecture: full logits, then gather (correct, just slower)
-                logits = self.lm(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[rows, cols]
-            else:
-                decoder, head, softcap = split
-                hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
-                h = hidden[rows, cols]  # (N, H): only the supervised positions
-                if h.shape[0] > CE_CHUNK:  # long targets (explanations): bounded (chunk, V) logits, recomputed in backward
-                    from torch.utils.checkpoint import checkpoint
-
-                    ce = torch.cat([checkpoint(_head_ce, head, softcap, h[s:s + CE_CHUNK], targets[s:s + CE_CHUNK],
-                                               use_reentrant=False) for s in range(0, h.shape[0], CE_CHUNK)])
-                    return (ce * weights).sum(), ce.detach()
-                ce = _head_ce(head, softcap, h, targets)  # (N,)
-                return (ce * weights).sum(), ce.detach()
-            ce = F.cross_entropy(logits.float(), targets, reduction="none")  # (N,)
-            return (ce * weights).sum(), ce.detach()
-
-    return SupervisedLM
-
-
-def linear_module_names(model) -> tuple[list[str], list[str]]:
-    """Leaf names of the Linear layers inside the decoder blocks, split into (attention, mlp)."""
-    import torch
-
-    attn, mlp = [], []
-    for name, mod in model.named_modules():
-        if not isinstance(mod, torch.nn.Linear) or "lm_head" in name or "embed" in name:
-            continue
-        leaf, path = name.split(".")[-1], name.lower()
-        bucket = attn if ("attn" in path or "attention" in path) else mlp
-        if leaf not in bucket:
-            bucket.append(leaf)
-    return attn, mlp
-
-
-def resolve_target_modules(model, requested: Sequence[str]) -> list[str]:
-    """``all-linear`` / ``attention`` / ``mlp`` / explicit names → the model's own module names."""
-    attn, mlp = linear_module_names(model)
-    available = attn + mlp
-    out: list[str] = []
-    for name in requested:
-        group = {"all-linear": available, "attention": attn, "mlp": mlp}.get(name)
-        if group is None:
-            if name not in available:
-                raise MedQAError(f"--target-modules: {name!r} is not a Linear layer of this model; "
-                                 f"it has {', '.join(available)} (or use all-linear, attention, mlp)")
-            group = [name]
-        out += [g for g in group if g not in out]
-    if not out:
-        raise MedQAError(f"--target-modules {','.join(requested)} matched no Linear layer")
-    return out
-
-
-def n_layers(model) -> int:
-    cfg = getattr(model, "config", None)
-    return int(getattr(cfg, "num_hidden_layers", 0) or getattr(getattr(cfg, "text_config", None), "num_hidden_layers", 0))
-
-
-def add_lora(model, cfg: TrainConfig):
-    """Wrap ``model`` with a fresh LoRA adapter; LoRA weights in fp32 whatever the base dtype."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-
-    targets = resolve_target_modules(model, cfg.lora.target_modules)
-    try:
-        layers = parse_layers(cfg.lora.layers, n_layers(model) or 10**6)
-    except ValueError as e:
-        raise MedQAError(f"--lora-layers {e}") from None
-    lcfg = LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout, target_modules=targets,
-                      layers_to_transform=layers, bias="none", task_type="CAUSAL_LM")
-    peft_model = get_peft_model(model, lcfg)
-    for p in peft_model.parameters():
-        if p.requires_grad:
-            p.data = p.data.float()
-    return peft_model, targets, layers
-
-
-def count_parameters(model) -> tuple[int, int]:
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    total = sum(p.numel() for p in model.parameters())
-    return trainable, total
-
-
-# ----------------------------------------------------------------------------- data
-
-
-def _local_eval_items(task: str) -> list[MCQItem] | None:
-    """The task's eval items if they are on local disk (never a Hub download just for de-duplication)."""
-    from ..data import find_data_dir, get_task, load_items
-
-    try:
-        spec = get_task(task)
-        root = find_data_dir()
-    except MedQAError:
-        return None
-    if root is None or not (root / spec.eval_file).is_file():
-        return None
-    return load_items(root / spec.eval_file, spec.adapter, on_bad_row="skip").items
-
-
-def load_training_items(cfg: TrainConfig) -> tuple[list[MCQItem], list[MCQItem], dict]:
-    """(train, val, info) from --data/--task and --val-data/--val-fraction, de-duplicated against eval."""
-    from ..data import dedup_against, get_task, load_items, resolve_task, train_val_split
-
-    d = cfg.data
-    info: dict[str, Any] = {}
-    if d.train_file:
-        if d.task:
-            spec = get_task(d.task)
-            if Path(d.train_file).name == Path(spec.eval_file).name and Path(d.train_file).parent.name == \
-                    Path(spec.eval_file).parent.name:
-                raise MedQAError(f"--data {d.train_file} is the {d.task} *evaluation* split; never train on it "
-                                 "(use the task's train file, or --task without --data)")
-        loaded = load_items(d.train_file, d.dataset or None, on_bad_row="skip")
-    else:
-        loaded = resolve_task(d.task, split="train", on_bad_row="skip")
-    items = [it for it in loaded.items if it.answer is not None]
-    info["train_source"] = loaded.source
-    info["rows_skipped"] = len(loaded.skipped)
-    if d.val_file:
-        val = [it for it in load_items(d.val_file, d.dataset or None, on_bad_row="skip").items if it.answer is not None]
-        train = items
-        info["val_source"] = d.val_file
-    else:
-        train, val = train_val_split(items, d.val_fraction, seed=cfg.optim.seed)
-        info["val_source"] = f"{d.val_fraction:.0%} of the training items (sha256 split, seed {cfg.optim.seed})"
-    if d.dedup_eval and d.task:
-        ev = _local_eval_items(d.task)
-        if ev is not None:
-            train, n_tr = dedup_against(train, ev, within=False)
-            val, n_va = dedup_against(val, ev, within=False)
-            info["dropped_overlapping_eval"] = n_tr + n_va
-    if val:  # validation questions must not be trained on either
-        train, n = dedup_against(train, val, within=False)
-        info["dropped_overlapping_val"] = n
-    if d.limit:
-        train = train[: d.limit]
-    if d.val_limit:
-        val = val[: d.val_limit]
-    if not train:
-        raise MedQAError("no labelled training items left (check --data/--task, --limit and --val-fraction)")
-    info["n_train"], info["n_val"] = len(train), len(val)
-    return train, val, info
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -276,14 +95,6 @@ def _precision(cfg: TrainConfig, device_kind: str) -> str:
     return {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}[p]
 
 
-def _weights_dtype(cfg: TrainConfig, mixed: str, dist_type: str = "NO") -> str:
-    if cfg.model.dtype != "auto":
-        return cfg.model.dtype
-    if dist_type == "FSDP":  # FSDP flattens frozen + LoRA weights together: one dtype (fp32), autocast computes
-        return "fp32"
-    return {"bf16": "bf16"}.get(mixed, "fp32")  # fp16 autocast keeps fp32 master weights (Gemma overflows in fp16)
-
-
 def _to_cpu(obj):
     import torch
 
@@ -294,12 +105,6 @@ def _to_cpu(obj):
     if isinstance(obj, (list, tuple)):
         return type(obj)(_to_cpu(v) for v in obj)
     return obj
-
-
-def _lora_state(acc, wrapper) -> dict:
-    """The full (gathered) LoRA weights with the PEFT model's own key names."""
-    sd = acc.get_state_dict(wrapper)
-    return {k[len("lm."):]: v for k, v in sd.items() if k.startswith("lm.") and "lora_" in k}
 
 
 def _full_params(dist_type: str, wrapper):
@@ -355,6 +160,81 @@ def default_run_dir() -> Path:
     return Path("runs") / f"train-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def _check_run_dir(cfg: TrainConfig, run_dir: Path) -> Path | None:
+    """The latest checkpoint in ``run_dir`` (None: none yet), after checking that ``run_dir`` fits --resume:
+    resuming needs the folder and the same config; a fresh run must not land on an existing one."""
+    latest = ck.find_latest(run_dir) if run_dir.exists() else None
+    if cfg.run.resume:
+        if not run_dir.exists():
+            raise MedQAError(f"--resume: {run_dir} does not exist; pass the --out folder of the run to continue")
+        saved = run_dir / "config.yaml"
+        if saved.is_file():
+            diffs = _config_diff(TrainConfig.from_yaml(saved).to_dict(), cfg.to_dict())
+            if diffs:
+                raise MedQAError(f"--resume with a different config ({'; '.join(diffs[:4])}); resume with "
+                                 f"--config {saved} (only precision/dtype/device/eval settings may change) or use a new --out")
+    elif latest is not None or (run_dir / "adapter").exists():
+        raise MedQAError(f"--out {run_dir} already holds a training run; pass --resume to continue it or choose "
+                         "another --out")
+    return latest
+
+
+def _optimizer_and_scheduler(cfg: TrainConfig, peft_model, total_steps: int):
+    """AdamW over the trainable (LoRA) parameters and the --scheduler learning-rate schedule with warmup."""
+    import torch
+    from transformers import get_scheduler
+
+    params = [p for p in peft_model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+    warmup = math.ceil(cfg.optim.warmup_ratio * total_steps)
+    sched_name = {"constant": "constant_with_warmup"}.get(cfg.optim.scheduler, cfg.optim.scheduler)
+    scheduler = get_scheduler(sched_name, optimizer, num_warmup_steps=warmup, num_training_steps=total_steps)
+    return optimizer, scheduler
+
+
+def _reset_metrics(mpath: Path, resumed_from: int | None) -> None:
+    if resumed_from is not None:  # forget records the crashed run wrote after its last checkpoint
+        write_jsonl(mpath, [r for r in read_jsonl_complete(mpath) if r.get("step", 0) <= resumed_from])
+    elif mpath.exists():
+        mpath.unlink()
+
+
+def _nonfinite(step_loss: float, grad_norm: float | None, mixed: str) -> str | None:
+    """What of this step is NaN/inf (``"loss = nan"``, ``"gradient norm = inf"``), or None when all is finite."""
+    if not math.isfinite(step_loss):
+        return f"loss = {step_loss}"
+    # fp16: the loss scaler skips steps with inf gradients by design (and lowers the scale)
+    if grad_norm is not None and not math.isfinite(grad_norm) and mixed != "fp16":
+        return f"gradient norm = {grad_norm}"
+    return None
+
+
+def _diverged(what: str, step: int, epoch: int, path: Path | None, run_dir: Path, mixed: str) -> TrainingDiverged:
+    """The error for non-finite step ``step + 1``: last good checkpoint ``path``, likely cause, how to go on."""
+    hint = ("bf16/fp16 overflow is the usual cause (seen with bf16 on ROCm): add --precision fp32"
+            if mixed != "no" else "lower --lr or set --max-grad-norm 1.0")
+    return TrainingDiverged(
+        f"non-finite training {what} at step {step + 1} (epoch {epoch + 1}); stopped before applying it. "
+        f"Last good checkpoint: {path or 'none yet'} (step {step}). {hint}, then continue with "
+        f"`medqa train --config {run_dir / 'config.yaml'} --out {run_dir} --resume`")
+
+
+def _speed(train_seconds: float, cpu_seconds: float, examples: int, tokens: int, supervised: int, device) -> dict:
+    """Throughput and peak memory of the training phase, for summary.json."""
+    import torch
+
+    from . import run_info
+
+    speed = {"train_seconds": train_seconds, "cpu_seconds_main_process": cpu_seconds,
+             "examples": examples, "tokens": tokens, "supervised_tokens": supervised,
+             "examples_per_s": examples / max(train_seconds, 1e-9),
+             "tokens_per_s": tokens / max(train_seconds, 1e-9),
+             "peak_rss_mb": run_info.peak_rss_mb()}
+    if torch.cuda.is_available() and device.type == "cuda":
+        speed["peak_gpu_mem_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+    return speed
+
+
 # ----------------------------------------------------------------------------- the loop
 
 
@@ -364,10 +244,9 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
     (benchmarks and tests); everything else comes from ``cfg``."""
     import torch
     from accelerate import Accelerator
-    from accelerate.utils import broadcast_object_list, gather_object, set_seed
+    from accelerate.utils import broadcast_object_list, gather_object
 
     from ..device import detect_device
-    from ..modeling import load_model
     from . import run_info
 
     if cfg.model.threads:
@@ -388,44 +267,18 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
     run_dir = [str(Path(cfg.run.out) if cfg.run.out else default_run_dir())]
     broadcast_object_list(run_dir)
     run_dir = Path(run_dir[0])
-    latest = ck.find_latest(run_dir) if run_dir.exists() else None
-    if cfg.run.resume:
-        if not run_dir.exists():
-            raise MedQAError(f"--resume: {run_dir} does not exist; pass the --out folder of the run to continue")
-        saved = run_dir / "config.yaml"
-        if saved.is_file():
-            diffs = _config_diff(TrainConfig.from_yaml(saved).to_dict(), cfg.to_dict())
-            if diffs:
-                raise MedQAError(f"--resume with a different config ({'; '.join(diffs[:4])}); resume with "
-                                 f"--config {saved} (only precision/dtype/device/eval settings may change) or use a new --out")
-    elif latest is not None or (run_dir / "adapter").exists():
-        raise MedQAError(f"--out {run_dir} already holds a training run; pass --resume to continue it or choose "
-                         "another --out")
+    latest = _check_run_dir(cfg, run_dir)
     if main:
         run_dir.mkdir(parents=True, exist_ok=True)
     acc.wait_for_everyone()
 
     # ---- model
-    set_seed(cfg.optim.seed)
-    if bundle is None:
-        device = acc.device.type if acc.device.type in ("cpu", "mps") else str(acc.device)
-        bundle = load_model(cfg.model.name, device=device, dtype=_weights_dtype(cfg, mixed, dist_type))
-    model, tok = bundle.model, bundle.tokenizer
-    if cfg.model.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    if hasattr(model, "config"):
-        model.config.use_cache = False
-    set_seed(cfg.optim.seed)
-    peft_model, targets, layers = add_lora(model, cfg)
+    bundle, peft_model, targets, layers = _lora_model(cfg, bundle, acc, mixed, dist_type)
+    tok = bundle.tokenizer
     n_train_params, n_total = count_parameters(peft_model)
 
     # ---- data
-    if train_items is None:
-        train_items, val_loaded, data_info = load_training_items(cfg)
-        val_items = val_loaded if val_items is None else list(val_items)
-    else:
-        train_items, val_items = list(train_items), list(val_items or [])
-        data_info = {"train_source": "given", "n_train": len(train_items), "n_val": len(val_items)}
+    train_items, val_items, data_info = resolve_items(cfg, train_items, val_items)
     encoder = ExampleEncoder(tok, cfg.data.max_length, cfg.data.with_explanation)
     per_epoch = EpochExamples(train_items, encoder, cfg.data.permute_options, cfg.optim.seed)
     examples, stats = per_epoch.base, per_epoch.stats
@@ -446,13 +299,7 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
     eval_every = cfg.eval.every if cfg.eval.every > 0 else spe
 
     # ---- optimizer, schedule, wrapping
-    from transformers import get_scheduler
-
-    params = [p for p in peft_model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
-    warmup = math.ceil(cfg.optim.warmup_ratio * total_steps)
-    sched_name = {"constant": "constant_with_warmup"}.get(cfg.optim.scheduler, cfg.optim.scheduler)
-    scheduler = get_scheduler(sched_name, optimizer, num_warmup_steps=warmup, num_training_steps=total_steps)
+    optimizer, scheduler = _optimizer_and_scheduler(cfg, peft_model, total_steps)
     wrapper = _module_class()(peft_model)
     wrapper.train()
     wrapper, optimizer = acc.prepare(wrapper, optimizer)
@@ -480,11 +327,7 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
                      "encode_stats": {k: v for k, v in vars(stats).items() if k != "notes"},
                      "resumed_from_step": resumed_from})
         atomic_write_json(run_dir / ("run_info.json" if resumed_from is None else f"run_info.resume-{resumed_from}.json"), info)
-        mpath = run_dir / "metrics.jsonl"
-        if resumed_from is not None:  # forget records the crashed run wrote after its last checkpoint
-            write_jsonl(mpath, [r for r in read_jsonl_complete(mpath) if r.get("step", 0) <= resumed_from])
-        elif mpath.exists():
-            mpath.unlink()
+        _reset_metrics(run_dir / "metrics.jsonl", resumed_from)
         print(f"model {bundle.model_id} on {acc.device} ({dist_type}, {world} process{'es' * (world > 1)}), "
               f"precision {'fp32' if mixed == 'no' else mixed}; LoRA r={cfg.lora.r} alpha={cfg.lora.alpha:g} on "
               f"{','.join(targets)}{f' layers {layers[0]}-{layers[-1]}' if layers else ''}")
@@ -596,21 +439,13 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
             step_loss = float(loss_total) / max(total_w, 1e-12)
             grad_norm = acc.clip_grad_norm_(params, cfg.optim.max_grad_norm if cfg.optim.max_grad_norm > 0 else float("inf"))
             grad_norm = float(grad_norm) if grad_norm is not None else None  # DeepSpeed clips inside its engine
-            bad_loss = not math.isfinite(step_loss)
-            # fp16: the loss scaler skips steps with inf gradients by design (and lowers the scale)
-            bad_grad = grad_norm is not None and not math.isfinite(grad_norm) and mixed != "fp16"
-            if bad_loss or bad_grad:
+            what = _nonfinite(step_loss, grad_norm, mixed)
+            if what is not None:  # stop before the bad update, keeping the last good state
                 optimizer.zero_grad(set_to_none=True)
                 finite = all(bool(torch.isfinite(p).all()) for p in params)
                 path = save(step, stopped="nonfinite") if finite else ck.find_latest(run_dir)
                 bar.close()
-                what = f"loss = {step_loss}" if bad_loss else f"gradient norm = {grad_norm}"
-                hint = ("bf16/fp16 overflow is the usual cause (seen with bf16 on ROCm): add --precision fp32"
-                        if mixed != "no" else "lower --lr or set --max-grad-norm 1.0")
-                raise TrainingDiverged(
-                    f"non-finite training {what} at step {step + 1} (epoch {epoch + 1}); stopped before applying it. "
-                    f"Last good checkpoint: {path or 'none yet'} (step {step}). {hint}, then continue with "
-                    f"`medqa train --config {run_dir / 'config.yaml'} --out {run_dir} --resume`")
+                raise _diverged(what, step, epoch, path, run_dir, mixed)
             optimizer.step()
             if not acc.optimizer_step_was_skipped:
                 scheduler.step()
@@ -657,13 +492,7 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
     if metrics:
         metrics.close()
 
-    speed = {"train_seconds": train_seconds, "cpu_seconds_main_process": cpu_seconds,
-             "examples": seen_examples, "tokens": seen_tokens, "supervised_tokens": seen_supervised,
-             "examples_per_s": seen_examples / max(train_seconds, 1e-9),
-             "tokens_per_s": seen_tokens / max(train_seconds, 1e-9),
-             "peak_rss_mb": run_info.peak_rss_mb()}
-    if torch.cuda.is_available() and acc.device.type == "cuda":
-        speed["peak_gpu_mem_mb"] = torch.cuda.max_memory_allocated(acc.device) / 2**20
+    speed = _speed(train_seconds, cpu_seconds, seen_examples, seen_tokens, seen_supervised, acc.device)
     result = TrainResult(run_dir, None, stop, step, best_step, best_acc)
     if stop == "interrupted":
         if main:
@@ -679,112 +508,3 @@ def train(cfg: TrainConfig, command: str = "", train_items: Sequence[MCQItem] | 
                              targets, n_train_params, evaluate if eval_enabled else None, bundle, acc, command)
     acc.wait_for_everyone()
     return result
-
-
-def _finish(cfg, run_dir, peft_model, tok, val_items, best_rows, result, speed, stats, data_info, targets,
-            n_trainable, evaluate, bundle, acc, command) -> TrainResult:
-    from safetensors.torch import load_file
-
-    from . import card, plots
-
-    adapter_dir = run_dir / "adapter"
-    if (run_dir / "best" / "adapter_model.safetensors").exists():
-        from peft import set_peft_model_state_dict
-
-        set_peft_model_state_dict(peft_model, load_file(str(run_dir / "best" / "adapter_model.safetensors")))
-        best_info = json.loads((run_dir / "best" / "best.json").read_text())
-        result.best_step, result.best_accuracy = best_info["step"], best_info["val_accuracy"]
-    with atomic_dir(adapter_dir) as tmp:
-        ck.save_adapter(peft_model, tmp)
-    temperature = None
-    calib: dict = {}
-    if cfg.eval.calibrate and len(val_items) >= 20:
-        from ..evaluation.calibration import fit_temperature, save_temperature, temperature_nll
-
-        if best_rows is None:  # e.g. resumed after the best evaluation: score the chosen adapter again
-            best_rows = evaluate()[2] if evaluate else None
-            if best_rows is None:
-                from ..scoring.hf import HFScorer
-
-                peft_model.eval()
-                with acc.autocast():
-                    best_rows = HFScorer(peft_model, tok, batch_size=cfg.eval.batch_size).score(val_items)
-        answers = [it.answer for it in val_items]
-        temperature = fit_temperature(best_rows, answers)
-        calib = {"fitted_on": f"validation split ({len(val_items)} items: {data_info.get('val_source', '')})",
-                 "nll_before": temperature_nll(best_rows, answers, 1.0),
-                 "nll_after": temperature_nll(best_rows, answers, temperature)}
-        save_temperature(adapter_dir, temperature, calib)
-    result.temperature = temperature
-    final_eval = None
-    if cfg.eval.task:
-        final_eval = evaluate_on_task(peft_model, tok, cfg.eval.task, run_dir / "eval", temperature=temperature,
-                                      limit=cfg.eval.limit or None, batch_size=cfg.eval.batch_size, acc=acc)
-    records = read_jsonl_complete(run_dir / "metrics.jsonl")
-    plot = plots.loss_curve(records, run_dir / "loss_curve.png",
-                            title=f"LoRA r={cfg.lora.r} on {bundle.model_id} ({cfg.preset} preset)")
-    summary = {"stopped": result.stopped, "steps": result.steps, "best_step": result.best_step,
-               "best_val_accuracy": result.best_accuracy, "temperature": temperature, "calibration": calib,
-               "trainable_parameters": n_trainable, "target_modules": targets, "data": data_info,
-               "encode": {k: v for k, v in vars(stats).items() if k != "notes"}, "speed": speed,
-               "final_eval": final_eval, "adapter": str(adapter_dir), "loss_curve": str(plot) if plot else None}
-    atomic_write_json(run_dir / "summary.json", summary)
-    card.write_model_card(adapter_dir, cfg, summary, base_model=bundle.model_id, base_path=bundle.model_path,
-                          command=command)
-    result.adapter_dir, result.summary = adapter_dir, summary
-    if cfg.run.push_to_hub:
-        push_to_hub(adapter_dir, cfg.run.push_to_hub)
-    return result
-
-
-def evaluate_on_task(peft_model, tok, task: str, out: Path, *, temperature: float | None, limit: int | None,
-                     batch_size: int, acc=None) -> dict:
-    """Base model (adapter disabled) vs adapter on ``task``'s eval split, with the evaluation harness:
-    accuracy + bootstrap CI for each, paired McNemar test and paired bootstrap of the difference."""
-    from ..data import resolve_task
-    from ..evaluation.metrics import paired_comparison
-    from ..evaluation.runner import evaluate
-    from ..scoring.hf import HFScorer
-
-    items = resolve_task(task, split="eval", limit=limit).items
-    autocast = acc.autocast() if acc is not None else contextlib.nullcontext()
-    peft_model.eval()
-    res = {}
-    with autocast:
-        with peft_model.disable_adapter():
-            base = HFScorer(peft_model, tok, style="medqa", batch_size=batch_size)
-            base.name = "hf:base"
-            res["base"] = evaluate(base, items, out / "base", task=task)
-        tuned = HFScorer(peft_model, tok, style="medqa", batch_size=batch_size)
-        tuned.name = "hf:base+lora"
-        res["lora"] = evaluate(tuned, items, out / "lora", task=task, temperature=temperature)
-    a = [r["correct"] for r in read_jsonl_complete(out / "base" / "predictions.jsonl")]
-    b = [r["correct"] for r in read_jsonl_complete(out / "lora" / "predictions.jsonl")]
-    ids = [r["id"] for r in read_jsonl_complete(out / "base" / "predictions.jsonl")]
-    comp = paired_comparison(ids, a, b)
-    comp = {k: v for k, v in comp.items() if k not in ("flipped_to_correct", "flipped_to_wrong")}
-    out_d = {"task": task, "n": len(items), "base": _brief(res["base"]), "lora": _brief(res["lora"]), "paired": comp}
-    atomic_write_json(out / "comparison.json", out_d)
-    return out_d
-
-
-def _brief(m: dict) -> dict:
-    keys = ("n", "accuracy", "accuracy_ci95", "macro_accuracy", "nll", "ece", "brier")
-    src = m.get("metrics", m)
-    return {k: src[k] for k in keys if k in src}
-
-
-def push_to_hub(folder: Path, repo: str) -> bool:
-    """Upload the adapter folder; on an unreachable Hub print why and keep the local result."""
-    try:
-        from huggingface_hub import HfApi
-
-        api = HfApi()
-        api.create_repo(repo, exist_ok=True)
-        api.upload_folder(folder_path=str(folder), repo_id=repo, commit_message="medqa LoRA adapter")
-        print(f"pushed {folder} to https://huggingface.co/{repo}")
-        return True
-    except Exception as e:  # noqa: BLE001 — network/auth errors come in many types; training already succeeded
-        print(f"warning: --push-to-hub {repo} failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
-              f"the adapter is safe in {folder}; upload later with `huggingface-cli upload {repo} {folder}`")
-        return False

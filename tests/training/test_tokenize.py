@@ -125,7 +125,7 @@ def test_chunked_head_loss_equals_unchunked(monkeypatch):
     import torch
 
     from medqa.testing import tiny_model
-    from medqa.training import loop
+    from medqa.training import lora
 
     items = tiny_items(4)
     tok_ = tiny_tokenizer()
@@ -133,10 +133,10 @@ def test_chunked_head_loss_equals_unchunked(monkeypatch):
     args = {k: batch[k] for k in ("input_ids", "attention_mask", "rows", "cols", "targets", "weights")}
     results = []
     for chunk in (10**6, 7):
-        monkeypatch.setattr(loop, "CE_CHUNK", chunk)
+        monkeypatch.setattr(lora, "CE_CHUNK", chunk)
         model = tiny_model(tok_, seed=1)
         model.train()
-        loss, _ = loop._module_class()(model)(**args)
+        loss, _ = lora._module_class()(model)(**args)
         loss.backward()
         results.append((loss.item(), model.model.layers[0].mlp.up_proj.weight.grad.clone()))
     assert abs(results[0][0] - results[1][0]) < 1e-4
