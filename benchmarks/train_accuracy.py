@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                                         "best_step": summary.get("best_step"),
                                         "best_val_accuracy": summary.get("best_val_accuracy"),
                                         "data": summary.get("data"), "speed": summary.get("speed")},
-              "timings_s": timings}
+              "timings_s": timings, "command": "python benchmarks/train_accuracy.py " + " ".join(argv if argv is not None else sys.argv[1:])}
     atomic_write_json(out / "results.json", result)
     md = render(result)
     atomic_write_text(out / "results.md", md)
@@ -118,6 +118,8 @@ def render(r: dict) -> str:
     sp = tr.get("speed") or {}
     c = tr["config"]
     return "\n".join([
+        f"Command: `{r.get('command', 'python benchmarks/train_accuracy.py')}`",
+        "",
         f"MedMCQA dev_public, {r['n']} questions ({r['eval_source']}), option-letter scoring, project template:",
         "",
         "| model | accuracy [95% bootstrap CI] | NLL | ECE |", "|---|---|---|---|",
