@@ -59,6 +59,20 @@ def resolve_model_path(model: str) -> str:
     raise MedQAError(f"--model {model}: not a folder, .gguf file, Hub id (owner/name) or 'embedded'")
 
 
+def decoder_and_head(model):
+    """Split a causal LM (possibly PEFT-wrapped) into ``(decoder stack, lm_head, final_logit_softcap)``, or None.
+
+    Scoring, training and the logprobs endpoint run the decoder once and apply the 262k-wide LM head only
+    where they need logits.  PEFT injects LoRA layers in place, so the unwrapped decoder includes the adapter.
+    """
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    decoder = getattr(base, getattr(base, "base_model_prefix", "model"), None)
+    head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
+    if decoder is None or head is None or decoder is base:
+        return None
+    return decoder, head, getattr(getattr(base, "config", None), "final_logit_softcapping", None)
+
+
 def prepare_tokenizer(tok) -> None:
     """Padding conventions shared by training, scoring and generation.
 

@@ -21,24 +21,11 @@ import logging
 import time
 from typing import Sequence
 
+from ..modeling import decoder_and_head
 from ..prompts import encode, letter_token_ids, render_prompt
 from ..records import MCQItem, MedQAError
 
 log = logging.getLogger(__name__)
-
-
-def _decoder_and_head(model):
-    """Split a causal LM (possibly PEFT-wrapped) into (decoder stack, lm_head, softcap) or None.
-
-    PEFT injects LoRA layers in place, so the unwrapped model's decoder already includes the adapter.
-    """
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    decoder = getattr(base, getattr(base, "base_model_prefix", "model"), None)
-    head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
-    if decoder is None or head is None or decoder is base:
-        return None
-    softcap = getattr(getattr(base, "config", None), "final_logit_softcapping", None)
-    return decoder, head, softcap
 
 
 class HFScorer:
@@ -62,7 +49,7 @@ class HFScorer:
         cfg_max = getattr(getattr(model, "config", None), "max_position_embeddings", None) or 4096
         self.max_length = int(max_length or min(cfg_max, 8192))
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
-        self._split = _decoder_and_head(model)
+        self._split = decoder_and_head(model)
         self.truncated = 0
         self.last_letter_mass: list[float] = []
         self.last_seconds = 0.0

@@ -52,10 +52,10 @@ def _prompt_logprobs(engine: Any, ids: Any) -> Any:
     """(T-1, V) log-probs of tokens 1..T-1 given their prefix, with the LM head applied in chunks."""
     import torch
 
-    from ..scoring.hf import _decoder_and_head
+    from ..modeling import decoder_and_head
 
     model = engine.bundle.model
-    split = _decoder_and_head(model)
+    split = decoder_and_head(model)
     if split is None:
         return torch.log_softmax(model(input_ids=ids, use_cache=False).logits[0, :-1].float(), dim=-1)
     decoder, head, softcap = split

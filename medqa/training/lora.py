@@ -11,17 +11,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..modeling import decoder_and_head
 from ..records import MedQAError
 from .config import TrainConfig, parse_layers
-
-
-def _decoder_and_head(lm):
-    base = lm.get_base_model() if hasattr(lm, "get_base_model") else lm
-    decoder = getattr(base, getattr(base, "base_model_prefix", "model"), None)
-    head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
-    if decoder is None or head is None or decoder is base:
-        return None
-    return decoder, head, getattr(getattr(base, "config", None), "final_logit_softcapping", None)
 
 
 #: supervised positions per LM-head chunk: with a 262k vocabulary a (512, V) fp32 logits block is 0.5 GB
@@ -56,9 +48,10 @@ def _module_class():
         def forward(self, input_ids, attention_mask, rows, cols, targets, weights):
             import torch.nn.functional as F
 
-            split = _decoder_and_head(self.lm)
+            split = decoder_and_head(self.lm)
             if split is None:  # unknown architecture: full logits, then gather (correct, just slower)
                 logits = self.lm(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[rows, cols]
+                ce = F.cross_entropy(logits.float(), targets, reduction="none")  # (N,)
             else:
                 decoder, head, softcap = split
                 hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
@@ -68,10 +61,8 @@ def _module_class():
 
                     ce = torch.cat([checkpoint(_head_ce, head, softcap, h[s:s + CE_CHUNK], targets[s:s + CE_CHUNK],
                                                use_reentrant=False) for s in range(0, h.shape[0], CE_CHUNK)])
-                    return (ce * weights).sum(), ce.detach()
-                ce = _head_ce(head, softcap, h, targets)  # (N,)
-                return (ce * weights).sum(), ce.detach()
-            ce = F.cross_entropy(logits.float(), targets, reduction="none")  # (N,)
+                else:
+                    ce = _head_ce(head, softcap, h, targets)  # (N,)
             return (ce * weights).sum(), ce.detach()
 
     return SupervisedLM

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
-from ..prompts import encode, render_prompt, render_target
+from ..prompts import encode, letter_token_ids, render_prompt, render_target
 from ..records import MCQItem, MedQAError
 
 IGNORE_INDEX = -100
@@ -68,8 +68,6 @@ class ExampleEncoder:
         self.tok, self.max_length = tokenizer, max_length
         self.with_explanation, self.append_eos = with_explanation, append_eos
         self.eos = tokenizer.eos_token_id
-        from ..prompts import letter_token_ids
-
         self.letters = letter_token_ids(tokenizer, "medqa").ids  # what the scorer reads after "### Answer:\n"
 
     def _ids(self, text: str) -> list[int]:
@@ -147,9 +145,7 @@ def permuted(item: MCQItem, rng: random.Random) -> MCQItem:
     MedMCQA explanations cite letters ("Ans. is 'a'") that would now be wrong."""
     order = list(range(len(item.options)))
     rng.shuffle(order)
-    return MCQItem(id=item.id, question=item.question, options=[item.options[j] for j in order],
-                   answer=order.index(item.answer), explanation="", subject=item.subject, context=item.context,
-                   source=item.source, meta=item.meta)
+    return replace(item, options=[item.options[j] for j in order], answer=order.index(item.answer), explanation="")
 
 
 class EpochExamples:
