@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 import httpx
 import openai
@@ -148,8 +149,12 @@ def test_access_log_has_no_bodies_by_default(server, caplog):
     marker = "PATIENT-MARKER-4471"
     httpx.post(server + "/v1/mcq", json={"question": f"{marker} heart?", "options": ["a", "b"], "explain": False},
                headers=AUTH)
-    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "medqa.access"]
-    mine = [x for x in lines if x["path"] == "/v1/mcq"]
+    # The access line is written after the last body chunk is sent, so the client can return first: wait for it.
+    deadline, mine = time.monotonic() + 10, []
+    while not mine and time.monotonic() < deadline:
+        lines = [json.loads(r.getMessage()) for r in list(caplog.records) if r.name == "medqa.access"]
+        mine = [x for x in lines if x["path"] == "/v1/mcq"]
+        time.sleep(0.02)
     assert mine and mine[-1]["status"] == 200 and mine[-1]["caller"].startswith("key-")
     assert set(mine[-1]) >= {"request_id", "method", "path", "status", "ms", "client", "bytes_in", "bytes_out"}
     assert marker not in caplog.text and API_KEY not in caplog.text
