@@ -10,6 +10,10 @@ loading is reported separately).  Methods:
                    (``output_type: multiple_choice``) over the same prompts
 * ``generate``   — the seed's method: greedy ``generate(max_new_tokens=8)``, left padding, first A-D,
                    batches in dataset order (``generate-sorted``: batches of similar length)
+
+``--model/--device/--dtype`` are passed to every worker alike (default: the embedded model, fp32, CPU).  On
+an accelerator each worker first runs one untimed forward pass (CUDA context, cuBLAS handles, kernel
+choice), so no method pays the one-off start-up inside its timing; peak accelerator memory is reported too.
 """
 from __future__ import annotations
 
@@ -58,19 +62,42 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
+def _peak_accel_mb() -> float | None:
+    import torch
+
+    return torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
+
+
 def _timed(fn):
     w, c = time.perf_counter(), time.process_time()
     out = fn()
     return out, time.perf_counter() - w, time.process_time() - c
 
 
-def worker_medqa(items, style: str, batch_size: int) -> dict:
+TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def warm_up(model, device: str) -> None:
+    """One untimed forward pass (batch 8 x 128 tokens) on an accelerator; nothing to do on CPU."""
+    if device == "cpu":
+        return
+    import torch
+
+    with torch.inference_mode():
+        model(input_ids=torch.ones(8, 128, dtype=torch.long, device=model.device))
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def worker_medqa(items, style: str, a) -> dict:
     import math
 
     from medqa.modeling import load_model
     from medqa.scoring.hf import HFScorer
 
-    bundle, load_s, _ = _timed(lambda: load_model("embedded", device="cpu", dtype="fp32"))
+    batch_size = a.batch_size
+    bundle, load_s, _ = _timed(lambda: load_model(a.model, device=a.device, dtype=a.dtype))
+    warm_up(bundle.model, a.device)
     scorer = HFScorer(bundle.model, bundle.tokenizer, style=style, batch_size=batch_size)
     rows, wall, cpu = _timed(lambda: scorer.score(items))
     probs = [[math.exp(x) for x in r] for r in rows]
@@ -78,17 +105,19 @@ def worker_medqa(items, style: str, batch_size: int) -> dict:
             "preds": [max(range(len(p)), key=p.__getitem__) for p in probs]}
 
 
-def worker_lmeval(items, tmp: Path, batch_size: int) -> dict:
+def worker_lmeval(items, tmp: Path, a) -> dict:
     import math
 
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
 
-    from medqa.embedded import ensure_embedded
+    from medqa.modeling import resolve_model_path
 
-    path = str(ensure_embedded())
-    lm, load_s, _ = _timed(lambda: HFLM(pretrained=path, dtype="float32", batch_size=batch_size, device="cpu"))
+    batch_size, path = a.batch_size, resolve_model_path(a.model)
+    lm, load_s, _ = _timed(lambda: HFLM(pretrained=path, dtype=TORCH_DTYPES[a.dtype], batch_size=batch_size,
+                                        device=a.device))
+    warm_up(lm.model, a.device)
     inner = {"wall": 0.0, "cpu": 0.0}
     orig = lm.loglikelihood
 
@@ -112,13 +141,15 @@ def worker_lmeval(items, tmp: Path, batch_size: int) -> dict:
             "probs": probs, "preds": preds, "lmeval_acc": res["results"][TASK].get("acc,none")}
 
 
-def worker_generate(items, batch_size: int, sort: bool = False) -> dict:
+def worker_generate(items, a, sort: bool = False) -> dict:
     import torch
 
     from medqa.modeling import load_model
     from medqa.prompts import render_prompt
 
-    bundle, load_s, _ = _timed(lambda: load_model("embedded", device="cpu", dtype="fp32"))
+    batch_size = a.batch_size
+    bundle, load_s, _ = _timed(lambda: load_model(a.model, device=a.device, dtype=a.dtype))
+    warm_up(bundle.model, a.device)
     model, tok = bundle.model, bundle.tokenizer
     tok.padding_side = "left"  # generation continues from the last column, so pad on the left
     order = list(range(len(items)))  # the seed's method: dataset order
@@ -130,7 +161,7 @@ def worker_generate(items, batch_size: int, sort: bool = False) -> dict:
         with torch.inference_mode():
             for s in range(0, len(order), batch_size):
                 idx = order[s:s + batch_size]
-                enc = tok([render_prompt(items[i]) for i in idx], return_tensors="pt", padding=True)
+                enc = tok([render_prompt(items[i]) for i in idx], return_tensors="pt", padding=True).to(model.device)
                 out = model.generate(**enc, max_new_tokens=8, do_sample=False, pad_token_id=tok.pad_token_id)
                 for i, text in zip(idx, tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)):
                     letter = next((ch for ch in text if ch in "ABCD"), None)
@@ -146,6 +177,9 @@ def worker_main(argv=None) -> None:
     ap.add_argument("--tmp", required=True)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--model", default="embedded")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="fp32", choices=sorted(TORCH_DTYPES))
     a = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -158,25 +192,27 @@ def worker_main(argv=None) -> None:
     tmp = Path(a.tmp)
     items = [MCQItem.from_dict(json.loads(x)) for x in (tmp / "items.jsonl").read_text(encoding="utf-8").splitlines()]
     if a.worker == "medqa":
-        out = worker_medqa(items, "lmeval", a.batch_size)
+        out = worker_medqa(items, "lmeval", a)
     elif a.worker == "medqa-tmpl":
-        out = worker_medqa(items, "medqa", a.batch_size)
+        out = worker_medqa(items, "medqa", a)
     elif a.worker == "lmeval":
-        out = worker_lmeval(items, tmp, a.batch_size)
+        out = worker_lmeval(items, tmp, a)
     elif a.worker in ("generate", "generate-sorted"):
-        out = worker_generate(items, a.batch_size, sort=a.worker == "generate-sorted")
+        out = worker_generate(items, a, sort=a.worker == "generate-sorted")
     else:
         raise SystemExit(f"unknown worker {a.worker}")
     gold = [it.answer for it in items]
     out.update(method=a.worker, n=len(items), threads=torch.get_num_threads(), batch_size=a.batch_size,
-               peak_rss_mb=_peak_rss_mb(), accuracy=sum(p == g for p, g in zip(out["preds"], gold)) / len(items))
+               peak_rss_mb=_peak_rss_mb(), peak_accel_mb=_peak_accel_mb(), accuracy=sum(p == g for p, g in zip(out["preds"], gold)) / len(items))
     (tmp / f"{a.worker}.json").write_text(json.dumps(out), encoding="utf-8")
 
 
-def run_worker(method: str, tmp: Path, batch_size: int, threads: int) -> dict:
+def run_worker(method: str, tmp: Path, batch_size: int, threads: int, model: str = "embedded", device: str = "cpu",
+               dtype: str = "fp32") -> dict:
     """Run one method in a fresh process and return its result dict."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", method, "--tmp", str(tmp),
-           "--batch-size", str(batch_size), "--threads", str(threads)]
+           "--batch-size", str(batch_size), "--threads", str(threads), "--model", model, "--device", device,
+           "--dtype", dtype]
     t0 = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -192,6 +228,7 @@ def merge_blocks(parts: list[dict]) -> dict:
     n = sum(p["n"] for p in parts)
     out.update(n=n, wall_s=sum(p["wall_s"] for p in parts), cpu_s=sum(p["cpu_s"] for p in parts),
                load_s=sum(p["load_s"] for p in parts) / len(parts), peak_rss_mb=max(p["peak_rss_mb"] for p in parts),
+               peak_accel_mb=max((p.get("peak_accel_mb") or 0 for p in parts), default=0) or None,
                preds=[x for p in parts for x in p["preds"]], accuracy=sum(p["accuracy"] * p["n"] for p in parts) / n,
                loadavg=[p.get("loadavg_before") for p in parts], rounds=len(parts))
     if parts[0].get("probs") is not None:

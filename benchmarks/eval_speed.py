@@ -1,6 +1,7 @@
 """Questions/second of medqa's one-pass scorer vs lm-evaluation-harness vs generate-and-parse.
 
     python benchmarks/eval_speed.py --n 300 --batch-size 8 --threads 1 --rounds 3 [--json out.json]
+    python benchmarks/eval_speed.py --device cuda --dtype bf16 --rounds 1   # on a GPU (see gpu_check.sh)
 
 Same items (MedMCQA dev, first N), same machine, same batch size and torch thread count; each method
 in its own subprocess (its peak RSS is its own), model loading timed separately.  The items are cut
@@ -27,16 +28,19 @@ LABELS = {"medqa": "medqa HFScorer (lmeval prompt)", "medqa-tmpl": "medqa HFScor
 
 def table(results: dict) -> str:
     base = results.get("medqa")
-    lines = ["| method | q/s | CPU s / q | peak RSS (MB) | accuracy | medqa speed-up |", "|---|---|---|---|---|---|"]
+    accel = any(r.get("peak_accel_mb") for r in results.values())
+    head = "| method | q/s | CPU s / q | peak RSS (MB) |" + (" peak GPU mem (MB) |" if accel else "")
+    lines = [head + " accuracy | medqa speed-up |", "|---" * (head.count("|") + 1) + "|"]
     for m, r in results.items():
         qps = r["n"] / r["wall_s"]
         up = f"{(base['n'] / base['wall_s']) / qps:.2f}×" if base and m != "medqa" else "–"
-        lines.append(f"| {LABELS.get(m, m)} | {qps:.2f} | {r['cpu_s'] / r['n']:.3f} | {r['peak_rss_mb']:.0f} "
-                     f"| {100 * r['accuracy']:.1f}% | {up} |")
+        gpu = f" {r.get('peak_accel_mb') or 0:.0f} |" if accel else ""
+        lines.append(f"| {LABELS.get(m, m)} | {qps:.2f} | {r['cpu_s'] / r['n']:.3f} | {r['peak_rss_mb']:.0f} |{gpu}"
+                     f" {100 * r['accuracy']:.1f}% | {up} |")
     return "\n".join(lines)
 
 
-def run_rounds(items, methods: list[str], rounds: int, batch_size: int, threads: int) -> dict:
+def run_rounds(items, methods: list[str], rounds: int, batch_size: int, threads: int, **where) -> dict:
     size = -(-len(items) // rounds)
     blocks = [items[i:i + size] for i in range(0, len(items), size)]
     parts: dict[str, list[dict]] = {m: [] for m in methods}
@@ -47,7 +51,7 @@ def run_rounds(items, methods: list[str], rounds: int, batch_size: int, threads:
             export(block, sub)
             for m in methods[r % len(methods):] + methods[:r % len(methods)]:  # rotate who goes first
                 load = os.getloadavg()[0]
-                res = run_worker(m, sub, batch_size, threads)
+                res = run_worker(m, sub, batch_size, threads, **where)
                 res["loadavg_before"] = load
                 parts[m].append(res)
                 print(f"round {r} {m}: {res['n'] / res['wall_s']:.2f} q/s ({res['n']} items), "
@@ -63,11 +67,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="item blocks the methods take turns on")
     ap.add_argument("--methods", default="medqa,lmeval,generate,generate-sorted,medqa-tmpl")
     ap.add_argument("--json", help="write all results here")
+    ap.add_argument("--model", default="embedded", help="the same base model for every method")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, ... (the same for every method)")
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"])
     a = ap.parse_args()
     items = load_bench_items(a.n)
-    results = run_rounds(items, a.methods.split(","), max(1, a.rounds), a.batch_size, a.threads)
-    print(f"\n{len(items)} MedMCQA dev items, batch size {a.batch_size}, torch threads {a.threads}, fp32, CPU, "
-          f"{a.rounds} rounds\n")
+    results = run_rounds(items, a.methods.split(","), max(1, a.rounds), a.batch_size, a.threads,
+                         model=a.model, device=a.device, dtype=a.dtype)
+    print(f"\n{len(items)} MedMCQA dev items, batch size {a.batch_size}, torch threads {a.threads}, {a.dtype}, "
+          f"{a.device}, model {a.model}, {a.rounds} rounds\n")
     print(table(results))
     if "medqa" in results and "lmeval" in results:
         ag = agreement(results["medqa"], results["lmeval"])

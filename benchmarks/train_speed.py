@@ -1,6 +1,7 @@
 """Training speed of medqa's ``default`` recipe vs the seed recipe run through plain HF Trainer.
 
     python benchmarks/train_speed.py --n 48 [--threads 2] [--val 0] [--json out.json]
+    python benchmarks/train_speed.py --n 512 --device cuda --dtype bf16   # on a GPU (see gpu_check.sh)
 
 Same machine, one run, the same N training examples (the first N rows of
 ``../shared/data/medmcqa/train_cardio_subset.jsonl``), one epoch each, fp32 on CPU, each recipe in its own
@@ -62,14 +63,14 @@ def _val_accuracy(model, tok, val) -> float | None:
     return sum(max(range(len(r)), key=r.__getitem__) == it.answer for r, it in zip(rows, val)) / len(val)
 
 
-def worker_seed(items, val, tmp: Path) -> dict:
+def worker_seed(items, val, tmp: Path, a) -> dict:
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArguments
 
     from medqa.modeling import load_model
 
-    bundle = load_model("embedded", device="cpu", dtype="fp32")
+    bundle = load_model(a.model, device=a.device, dtype=a.dtype)
     model, tok = bundle.model, bundle.tokenizer
     data = [tok(t, truncation=True, max_length=MAX_LENGTH) for t in seed_texts(items)]
     data = [{"input_ids": d["input_ids"], "attention_mask": d["attention_mask"]} for d in data]
@@ -79,7 +80,8 @@ def worker_seed(items, val, tmp: Path) -> dict:
     args = TrainingArguments(output_dir=str(tmp / "seed-out"), per_device_train_batch_size=4,
                              gradient_accumulation_steps=4, learning_rate=2e-4, lr_scheduler_type="cosine",
                              warmup_steps=0.05, num_train_epochs=1, gradient_checkpointing=True, logging_steps=1,
-                             save_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True, seed=0)
+                             save_strategy="no", report_to="none", use_cpu=a.device == "cpu", disable_tqdm=True, seed=0,
+                             bf16=a.dtype == "bf16", fp16=a.dtype == "fp16")
     trainer = Trainer(model=model, args=args, train_dataset=data,
                       data_collator=DataCollatorForLanguageModeling(tok, mlm=False))
     w, c = time.perf_counter(), time.process_time()
@@ -94,25 +96,27 @@ def worker_seed(items, val, tmp: Path) -> dict:
 
 
 #: medqa-loop recipes: (preset, extra overrides).  ``default-expl`` = default but also supervising the
-#: explanation (the seed's targets, prompt still masked); ``seed-medqa`` = the seed recipe exactly, in our loop.
+#: explanation (the seed's targets, prompt still masked); ``seed-medqa`` = the seed recipe exactly, in our loop;
+#: ``default-b16`` = default with the same effective batch in one forward pass (no accumulation: for GPUs).
 MEDQA_RECIPES = {"default": ("default", {}),
+                 "default-b16": ("default", {"optim": {"batch_size": 16, "grad_accum": 1}}),
                  "default-expl": ("default", {"data": {"with_explanation": True}}),
                  "seed-medqa": ("seed", {})}
 
 
-def worker_medqa(items, val, tmp: Path, recipe: str) -> dict:
+def worker_medqa(items, val, tmp: Path, recipe: str, a) -> dict:
     from medqa.modeling import load_model
     from medqa.training.config import merge, preset_config
     from medqa.training.loop import train
 
     preset, extra = MEDQA_RECIPES[recipe]
-    over = {"model": {"device": "cpu"}, "optim": {"epochs": 1.0, "max_steps": 0},
+    over = {"model": {"device": a.device, "dtype": a.dtype}, "optim": {"epochs": 1.0, "max_steps": 0},
             "eval": {"every": -1, "calibrate": False},
             "run": {"out": str(tmp / f"{recipe}-out"), "progress": False, "save_every": 0}}
     for sec, kv in extra.items():
         over.setdefault(sec, {}).update(kv)
     cfg = merge(preset_config(preset), over)
-    bundle = load_model("embedded", device="cpu", dtype="fp32")
+    bundle = load_model(a.model, device=a.device, dtype=a.dtype)
     res = train(cfg, train_items=items, val_items=[], bundle=bundle)
     sp = res.summary["speed"]
     return {"wall_s": sp["train_seconds"], "cpu_s": sp["cpu_seconds_main_process"], "own_tokens": sp["tokens"],
@@ -127,35 +131,39 @@ def worker_main(a) -> None:
     tmp = Path(a.tmp)
     items, val = load_examples(a.n, a.val)
     load0 = os.getloadavg()[0]
-    out = worker_seed(items, val, tmp) if a.worker == "seed" else worker_medqa(items, val, tmp, a.worker)
+    out = worker_seed(items, val, tmp, a) if a.worker == "seed" else worker_medqa(items, val, tmp, a.worker, a)
     from medqa.training.run_info import peak_rss_mb
 
     out.update(recipe=a.worker, n=len(items), threads=torch.get_num_threads(), peak_rss_mb=peak_rss_mb(),
-               loadavg_start=load0, loadavg_end=os.getloadavg()[0])
+               loadavg_start=load0, loadavg_end=os.getloadavg()[0],
+               peak_accel_mb=torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None)
     (tmp / f"{a.worker}.json").write_text(json.dumps(out), encoding="utf-8")
 
 
-def common_tokens(n: int) -> int:
+def common_tokens(n: int, model: str) -> int:
     """The seed tokenization's token count of the N examples (the same numerator for both recipes)."""
     from transformers import AutoTokenizer
 
-    from medqa.embedded import ensure_embedded
+    from medqa.modeling import resolve_model_path
 
-    tok = AutoTokenizer.from_pretrained(str(ensure_embedded()))
+    tok = AutoTokenizer.from_pretrained(resolve_model_path(model))
     items, _ = load_examples(n, 0)
     return sum(len(tok(t, truncation=True, max_length=MAX_LENGTH)["input_ids"]) for t in seed_texts(items))
 
 
 def table(results: dict, tokens: int) -> str:
+    accel = any(r.get("peak_accel_mb") for r in results.values())
     lines = ["| recipe | examples/s | tokens/s (same examples) | tokens/s (own tokens) | CPU s | peak RSS (MiB) | "
-             "load avg | val acc | speed-up |", "|---|---|---|---|---|---|---|---|---|"]
+             + ("peak GPU mem (MiB) | " if accel else "") + "load avg | val acc | speed-up |",
+             "|---" * (10 if accel else 9) + "|"]
     base = results.get("seed")
     for name, r in results.items():
         eps = r["n"] / r["wall_s"]
         up = f"{eps / (base['n'] / base['wall_s']):.2f}×" if base else "–"
         va = "–" if r.get("val_accuracy") is None else f"{100 * r['val_accuracy']:.1f}%"
+        gpu = f"{r.get('peak_accel_mb') or 0:.0f} | " if accel else ""
         lines.append(f"| {name} | {eps:.3f} | {tokens / r['wall_s']:.1f} | {r['own_tokens'] / r['wall_s']:.1f} | "
-                     f"{r['cpu_s']:.0f} | {r['peak_rss_mb']:.0f} | {r['loadavg_start']:.1f}→{r['loadavg_end']:.1f} | "
+                     f"{r['cpu_s']:.0f} | {r['peak_rss_mb']:.0f} | {gpu}{r['loadavg_start']:.1f}→{r['loadavg_end']:.1f} | "
                      f"{va} | {up} |")
     return "\n".join(lines)
 
@@ -168,18 +176,22 @@ def main() -> None:
     ap.add_argument("--recipes", default="default,seed",
                     help="comma-separated: seed (HF Trainer), default, default-expl, seed-medqa (see MEDQA_RECIPES)")
     ap.add_argument("--json")
+    ap.add_argument("--model", default="embedded", help="the same base model for every recipe")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, ... (the same for every recipe)")
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"],
+                    help="base weights and compute precision (bf16/fp16: mixed precision in both loops)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--tmp", help=argparse.SUPPRESS)
     a = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if a.worker:
         return worker_main(a)
-    tokens = common_tokens(a.n)
+    tokens = common_tokens(a.n, a.model)
     results = {}
     with tempfile.TemporaryDirectory(prefix="medqa-train-speed-") as tmp:
         for name in a.recipes.split(","):
             cmd = [sys.executable, __file__, "--worker", name, "--tmp", tmp, "--n", str(a.n), "--val", str(a.val),
-                   "--threads", str(a.threads)]
+                   "--threads", str(a.threads), "--model", a.model, "--device", a.device, "--dtype", a.dtype]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 raise SystemExit(f"{name} failed:\n{proc.stderr[-4000:]}")
@@ -188,7 +200,7 @@ def main() -> None:
             print(f"{name}: {r['n'] / r['wall_s']:.3f} ex/s, {r['wall_s']:.0f} s, RSS {r['peak_rss_mb']:.0f} MiB, "
                   f"load {r['loadavg_start']:.1f}", file=sys.stderr, flush=True)
     print(f"\n{a.n} MedMCQA train examples ({tokens} tokens as the seed tokenizes them, max length {MAX_LENGTH}), "
-          f"1 epoch, fp32, CPU, torch threads {a.threads}\n")
+          f"1 epoch, {a.dtype}, {a.device}, model {a.model}, torch threads {a.threads}\n")
     print(table(results, tokens))
     if "seed" in results and "default" in results:
         s, d = results["seed"], results["default"]

@@ -8,7 +8,7 @@ from medqa.records import MedQAError
 from medqa.training.config import CONFIG_DIR, TrainConfig, from_args, preset_config
 
 
-@pytest.mark.parametrize("name", ["seed", "default"])
+@pytest.mark.parametrize("name", ["seed", "default", "gpu"])
 def test_preset_files_match_presets(name):
     assert TrainConfig.from_yaml(CONFIG_DIR / f"{name}.yaml") == preset_config(name)
 
@@ -18,6 +18,15 @@ def test_seed_preset_is_the_published_recipe():
     assert (c.lora.r, c.lora.alpha, c.lora.dropout, c.lora.target_modules) == (8, 16.0, 0.05, ["q_proj", "v_proj"])
     assert (c.optim.lr, c.optim.scheduler, c.optim.warmup_ratio, c.optim.epochs) == (2e-4, "cosine", 0.05, 2.0)
     assert (c.optim.batch_size, c.optim.grad_accum, c.model.gradient_checkpointing, c.data.max_length) == (4, 4, True, 256)
+
+
+def test_gpu_preset_is_default_with_one_forward_pass_per_step():
+    d, g = preset_config("default").to_dict(), preset_config("gpu").to_dict()
+    assert g["optim"]["batch_size"] * g["optim"]["grad_accum"] == d["optim"]["batch_size"] * d["optim"]["grad_accum"]
+    assert g["optim"]["grad_accum"] == 1
+    for sec in ("model", "lora", "data", "eval"):
+        assert g[sec] == d[sec], sec
+    assert {k for k in d["optim"] if d["optim"][k] != g["optim"][k]} == {"batch_size", "grad_accum"}
 
 
 def test_yaml_round_trip_keeps_command(tmp_path):
