@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -56,16 +55,6 @@ def export(items, tmp: Path) -> None:
         f"task: {TASK}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {tmp / 'docs.jsonl'}\n"
         "test_split: test\noutput_type: multiple_choice\ndoc_to_text: prompt\ndoc_to_choice: choices\n"
         'doc_to_target: answer\ntarget_delimiter: " "\nmetric_list:\n  - metric: acc\n', encoding="utf-8")
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-
-
-def _peak_accel_mb() -> float | None:
-    import torch
-
-    return torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
 
 
 def _timed(fn):
@@ -186,6 +175,7 @@ def worker_main(argv=None) -> None:
     import torch
 
     from medqa.records import MCQItem
+    from medqa.training.run_info import peak_gpu_mb, peak_rss_mb
 
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -203,7 +193,7 @@ def worker_main(argv=None) -> None:
         raise SystemExit(f"unknown worker {a.worker}")
     gold = [it.answer for it in items]
     out.update(method=a.worker, n=len(items), threads=torch.get_num_threads(), batch_size=a.batch_size,
-               peak_rss_mb=_peak_rss_mb(), peak_accel_mb=_peak_accel_mb(), accuracy=sum(p == g for p, g in zip(out["preds"], gold)) / len(items))
+               peak_rss_mb=peak_rss_mb(), peak_accel_mb=peak_gpu_mb(), accuracy=sum(p == g for p, g in zip(out["preds"], gold)) / len(items))
     (tmp / f"{a.worker}.json").write_text(json.dumps(out), encoding="utf-8")
 
 

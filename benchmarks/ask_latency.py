@@ -38,7 +38,7 @@ def main() -> int:
             rc = cli(argv)
         rows.append((item.id, rc, time.perf_counter() - w0, time.process_time() - c0, os.getloadavg()[0],
                      buf.getvalue().splitlines()[0] if buf.getvalue() else ""))
-    print(f"| item | rc | wall s | CPU s | load avg | first line |\n|---|---|---|---|---|---|")
+    print("| item | rc | wall s | CPU s | load avg | first line |\n|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r[0][:12]} | {r[1]} | {r[2]:.1f} | {r[3]:.1f} | {r[4]:.1f} | {r[5][:50]} |")
     worst = max(r[2] for r in rows)

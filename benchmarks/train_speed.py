@@ -132,11 +132,11 @@ def worker_main(a) -> None:
     items, val = load_examples(a.n, a.val)
     load0 = os.getloadavg()[0]
     out = worker_seed(items, val, tmp, a) if a.worker == "seed" else worker_medqa(items, val, tmp, a.worker, a)
-    from medqa.training.run_info import peak_rss_mb
+    from medqa.training.run_info import peak_gpu_mb, peak_rss_mb
 
     out.update(recipe=a.worker, n=len(items), threads=torch.get_num_threads(), peak_rss_mb=peak_rss_mb(),
                loadavg_start=load0, loadavg_end=os.getloadavg()[0],
-               peak_accel_mb=torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None)
+               peak_accel_mb=peak_gpu_mb())
     (tmp / f"{a.worker}.json").write_text(json.dumps(out), encoding="utf-8")
 
 

@@ -15,15 +15,16 @@ from ..utils.io import atomic_dir, atomic_write_json, read_jsonl_complete
 from . import checkpoint as ck
 
 if TYPE_CHECKING:
-    from .loop import TrainResult
+    from .loop import TrainResult, _Run
 
 
-def _finish(cfg, run_dir, peft_model, tok, val_items, best_rows, result, speed, stats, data_info, targets,
-            n_trainable, evaluate, bundle, acc, command) -> TrainResult:
+def finish_run(run: _Run, result: TrainResult, speed: dict) -> TrainResult:
+    """Everything after the last step, for the loop's ``run`` (its config, model, data and best scores)."""
     from safetensors.torch import load_file
 
     from . import card, plots
 
+    cfg, run_dir, peft_model, val_items = run.cfg, run.run_dir, run.peft_model, run.val_items
     adapter_dir = run_dir / "adapter"
     if (run_dir / "best" / "adapter_model.safetensors").exists():
         from peft import set_peft_model_state_dict
@@ -38,36 +39,31 @@ def _finish(cfg, run_dir, peft_model, tok, val_items, best_rows, result, speed, 
     if cfg.eval.calibrate and len(val_items) >= 20:
         from ..evaluation.calibration import fit_temperature, save_temperature, temperature_nll
 
+        best_rows = run.best_rows
         if best_rows is None:  # e.g. resumed after the best evaluation: score the chosen adapter again
-            best_rows = evaluate()[2] if evaluate else None
-            if best_rows is None:
-                from ..scoring.hf import HFScorer
-
-                peft_model.eval()
-                with acc.autocast():
-                    best_rows = HFScorer(peft_model, tok, batch_size=cfg.eval.batch_size).score(val_items)
+            best_rows = run.evaluate()[2]
         answers = [it.answer for it in val_items]
         temperature = fit_temperature(best_rows, answers)
-        calib = {"fitted_on": f"validation split ({len(val_items)} items: {data_info.get('val_source', '')})",
+        calib = {"fitted_on": f"validation split ({len(val_items)} items: {run.data_info.get('val_source', '')})",
                  "nll_before": temperature_nll(best_rows, answers, 1.0),
                  "nll_after": temperature_nll(best_rows, answers, temperature)}
         save_temperature(adapter_dir, temperature, calib)
     result.temperature = temperature
     final_eval = None
     if cfg.eval.task:
-        final_eval = evaluate_on_task(peft_model, tok, cfg.eval.task, run_dir / "eval", temperature=temperature,
-                                      limit=cfg.eval.limit or None, batch_size=cfg.eval.batch_size, acc=acc)
+        final_eval = evaluate_on_task(peft_model, run.tok, cfg.eval.task, run_dir / "eval", temperature=temperature,
+                                      limit=cfg.eval.limit or None, batch_size=cfg.eval.batch_size, acc=run.acc)
     records = read_jsonl_complete(run_dir / "metrics.jsonl")
     plot = plots.loss_curve(records, run_dir / "loss_curve.png",
-                            title=f"LoRA r={cfg.lora.r} on {bundle.model_id} ({cfg.preset} preset)")
+                            title=f"LoRA r={cfg.lora.r} on {run.bundle.model_id} ({cfg.preset} preset)")
     summary = {"stopped": result.stopped, "steps": result.steps, "best_step": result.best_step,
                "best_val_accuracy": result.best_accuracy, "temperature": temperature, "calibration": calib,
-               "trainable_parameters": n_trainable, "target_modules": targets, "data": data_info,
-               "encode": {k: v for k, v in vars(stats).items() if k != "notes"}, "speed": speed,
+               "trainable_parameters": run.n_train_params, "target_modules": run.targets, "data": run.data_info,
+               "encode": {k: v for k, v in vars(run.stats).items() if k != "notes"}, "speed": speed,
                "final_eval": final_eval, "adapter": str(adapter_dir), "loss_curve": str(plot) if plot else None}
     atomic_write_json(run_dir / "summary.json", summary)
-    card.write_model_card(adapter_dir, cfg, summary, base_model=bundle.model_id, base_path=bundle.model_path,
-                          command=command)
+    card.write_model_card(adapter_dir, cfg, summary, base_model=run.bundle.model_id,
+                          base_path=run.bundle.model_path, command=run.command)
     result.adapter_dir, result.summary = adapter_dir, summary
     if cfg.run.push_to_hub:
         push_to_hub(adapter_dir, cfg.run.push_to_hub)
@@ -95,10 +91,9 @@ def evaluate_on_task(peft_model, tok, task: str, out: Path, *, temperature: floa
         tuned = HFScorer(peft_model, tok, style="medqa", batch_size=batch_size)
         tuned.name = "hf:base+lora"
         res["lora"] = evaluate(tuned, items, out / "lora", task=task, temperature=temperature)
-    a = [r["correct"] for r in read_jsonl_complete(out / "base" / "predictions.jsonl")]
+    base_rows = read_jsonl_complete(out / "base" / "predictions.jsonl")
     b = [r["correct"] for r in read_jsonl_complete(out / "lora" / "predictions.jsonl")]
-    ids = [r["id"] for r in read_jsonl_complete(out / "base" / "predictions.jsonl")]
-    comp = paired_comparison(ids, a, b)
+    comp = paired_comparison([r["id"] for r in base_rows], [r["correct"] for r in base_rows], b)
     comp = {k: v for k, v in comp.items() if k not in ("flipped_to_correct", "flipped_to_wrong")}
     out_d = {"task": task, "n": len(items), "base": _brief(res["base"]), "lora": _brief(res["lora"]), "paired": comp}
     atomic_write_json(out / "comparison.json", out_d)

@@ -31,7 +31,7 @@ from ..utils.io import JsonlAppender, atomic_dir, atomic_write_json
 from . import checkpoint as ck
 from .config import TrainConfig
 from .data import load_training_items, resolve_items
-from .finish import _finish, evaluate_on_task, push_to_hub
+from .finish import evaluate_on_task, finish_run, push_to_hub
 from .lora import (_lora_model, _lora_state, _module_class, add_lora, count_parameters, linear_module_names,
                    n_layers, resolve_target_modules)
 from .runtime import (Interrupt, TrainingDiverged, check_run_dir, default_run_dir, diverged, fault_hooks,
@@ -396,8 +396,6 @@ class _Run:
             return result
         with full_params(self.dist_type, self.wrapper):
             if self.main:
-                result = _finish(self.cfg, run_dir, self.peft_model, self.tok, self.val_items, self.best_rows, result,
-                                 speed, self.stats, self.data_info, self.targets, self.n_train_params,
-                                 self.evaluate if self.eval_enabled else None, self.bundle, self.acc, self.command)
+                result = finish_run(self, result, speed)
         self.acc.wait_for_everyone()
         return result

@@ -108,7 +108,6 @@ def n_layers(model) -> int:
 
 def add_lora(model, cfg: TrainConfig):
     """Wrap ``model`` with a fresh LoRA adapter; LoRA weights in fp32 whatever the base dtype."""
-    import torch
     from peft import LoraConfig, get_peft_model
 
     targets = resolve_target_modules(model, cfg.lora.target_modules)

@@ -57,6 +57,16 @@ def _cpus() -> int | None:
         return os.cpu_count()
 
 
+def peak_gpu_mb(device=None) -> float | None:
+    """Peak memory torch allocated on the CUDA/ROCm device (``device``, else the current one) in MiB; None
+    without such a device."""
+    import torch
+
+    if not torch.cuda.is_available() or (device is not None and device.type != "cuda"):
+        return None
+    return torch.cuda.max_memory_allocated(device) / 2**20
+
+
 def peak_rss_mb() -> float:
     """Peak resident memory of this process in MiB (Linux ru_maxrss is KiB, macOS bytes)."""
     import resource

@@ -175,8 +175,6 @@ def diverged(what: str, step: int, epoch: int, path: Path | None, run_dir: Path,
 
 def speed_summary(train_seconds: float, cpu_seconds: float, examples: int, tokens: int, supervised: int, device) -> dict:
     """Throughput and peak memory of the training phase, for summary.json."""
-    import torch
-
     from . import run_info
 
     speed = {"train_seconds": train_seconds, "cpu_seconds_main_process": cpu_seconds,
@@ -184,6 +182,7 @@ def speed_summary(train_seconds: float, cpu_seconds: float, examples: int, token
              "examples_per_s": examples / max(train_seconds, 1e-9),
              "tokens_per_s": tokens / max(train_seconds, 1e-9),
              "peak_rss_mb": run_info.peak_rss_mb()}
-    if torch.cuda.is_available() and device.type == "cuda":
-        speed["peak_gpu_mem_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+    gpu = run_info.peak_gpu_mb(device)
+    if gpu is not None:
+        speed["peak_gpu_mem_mb"] = gpu
     return speed
